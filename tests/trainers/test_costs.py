@@ -1,0 +1,93 @@
+"""Cost accounting: analytic FLOPs against the FLOP counter, parameter roles, memory."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from trainers.config import ModelConfig
+from trainers.costs import count_parameters, counted_flops, measure_training, model_flops, peak_memory
+from trainers.models import build_model
+
+LENGTH, BATCH = 20, 2
+
+DAMCHA_GRID = [
+    dict(attention="damcha", metric_mode=mode, metric_form=form, metric_rank=rank, generator_depth=depth, sharing=sharing)
+    for mode, form, rank, depth, sharing in itertools.product(
+        ("cross", "rowsum"), ("bilinear", "mahalanobis"), (4, "full"), (0, 2), ("layer", "group:2", "stack")
+    )
+    if not (mode == "rowsum" and form == "mahalanobis")
+]
+CONFIGS = [
+    dict(architecture=architecture, **knobs)
+    for architecture in ("encoder", "pair", "decoder")
+    for knobs in [dict(attention="mha"), *DAMCHA_GRID[:: 3 if architecture != "encoder" else 1]]
+]
+
+
+def _config(**knobs) -> ModelConfig:
+    base = dict(vocab_size=30, num_classes=5, max_length=LENGTH, d_model=32, num_heads=4, num_layers=3, generator_width=16)
+    return ModelConfig(**(base | knobs))
+
+
+def _forward(model, config: ModelConfig):
+    tokens = torch.randint(1, 30, (BATCH, LENGTH))
+    mask = torch.ones(BATCH, LENGTH, dtype=torch.bool)
+    mask[0, 12:] = False
+    if config.architecture == "pair":
+        return lambda: model(tokens, mask, tokens.flip(0), mask.flip(0))
+    return lambda: model(tokens, mask)
+
+
+@pytest.mark.parametrize("knobs", CONFIGS, ids=lambda k: "-".join(map(str, k.values())))
+def test_analytic_flops_match_the_counter(knobs: dict) -> None:
+    config = _config(**knobs)
+    forward = _forward(build_model(config), config)
+    analytic = model_flops(config, LENGTH)
+
+    assert counted_flops(forward) == pytest.approx(BATCH * analytic.forward, rel=0.05)
+    assert counted_flops(lambda: forward().sum().backward()) == pytest.approx(analytic.training_step(BATCH), rel=0.05)
+
+
+def test_damcha_costs_more_flops_only_through_its_metric() -> None:
+    mha = model_flops(_config(attention="mha"), LENGTH)
+    damcha = model_flops(_config(attention="damcha", metric_rank=4, generator_depth=1), LENGTH)
+    assert damcha.attention_core == mha.attention_core
+    assert 0 < damcha.forward - mha.forward < 0.1 * mha.forward
+
+
+def test_parameter_roles() -> None:
+    d, layers = 32, 3
+    mha = count_parameters(build_model(_config(attention="mha")))
+    assert mha.generator == 0
+    assert mha.attention == layers * (4 * d * d + 4 * d)
+
+    layer = count_parameters(build_model(_config(attention="damcha", metric_rank=4, generator_depth=0, sharing="layer")))
+    stack = count_parameters(build_model(_config(attention="damcha", metric_rank=4, generator_depth=0, sharing="stack")))
+    assert layer.generator == layers * 2 * d * 4  # a static U, V per layer
+    assert stack.generator == 2 * d * 4
+    assert layer.attention - layer.generator == mha.attention
+    assert layer.total - stack.total == layer.generator - stack.generator
+
+
+def test_peak_memory_counts_tensors_alive_at_once() -> None:
+    with peak_memory(torch.device("cpu")) as memory:
+        first = torch.ones(64, 1024, 1024)  # 256 MiB
+        view = first[:32] * 2  # +128 MiB, alive with the first
+        del first, view
+        torch.ones(32, 1024, 1024)  # 128 MiB after both were freed: no new peak
+    assert memory["bytes"] == 384 * 2**20
+
+
+def test_measure_training_reports_throughput() -> None:
+    config = _config(attention="damcha")
+    model = build_model(config)
+    forward = _forward(model, config)
+    throughput = measure_training(
+        lambda: forward().sum().backward(), examples=BATCH, tokens=BATCH * LENGTH, device=torch.device("cpu"), steps=3
+    )
+    assert throughput.examples_per_s > 0
+    assert throughput.tokens_per_s == pytest.approx(throughput.examples_per_s * LENGTH)
+    assert throughput.device.startswith("cpu")

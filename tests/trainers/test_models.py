@@ -1,0 +1,112 @@
+"""Models: shapes, padding, causality, generator sharing and config validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainers.attention import MetricGenerator
+from trainers.config import ModelConfig
+from trainers.models import DecoderLM, EncoderClassifier, PairClassifier, build_model
+
+VOCAB, CLASSES, LENGTH = 20, 10, 16
+
+
+def _config(**knobs) -> ModelConfig:
+    base = dict(vocab_size=VOCAB, num_classes=CLASSES, max_length=LENGTH, d_model=32, num_heads=4, num_layers=4)
+    return ModelConfig(**(base | knobs))
+
+
+def _batch(batch: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    tokens = torch.randint(1, VOCAB, (batch, LENGTH))
+    mask = torch.ones(batch, LENGTH, dtype=torch.bool)
+    mask[0, 9:] = False
+    tokens[~mask] = 0
+    return tokens, mask
+
+
+@pytest.mark.parametrize("attention", ["mha", "damcha"])
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_classifier_shape_and_padding_invariance(attention: str, pooling: str) -> None:
+    model = build_model(_config(attention=attention, pooling=pooling)).eval()
+    assert isinstance(model, EncoderClassifier)
+    tokens, mask = _batch()
+    logits = model(tokens, mask)
+    assert logits.shape == (3, CLASSES)
+    other = tokens.clone()
+    other[~mask] = 7  # what sits under the padding must not matter
+    torch.testing.assert_close(model(other, mask), logits)
+
+
+def test_pair_classifier_shape_and_order_matters() -> None:
+    model = build_model(_config(architecture="pair", attention="damcha"))
+    assert isinstance(model, PairClassifier)
+    first, first_mask = _batch()
+    second, second_mask = _batch()
+    logits = model(first, first_mask, second, second_mask)
+    assert logits.shape == (3, CLASSES)
+    assert not torch.allclose(logits, model(second, second_mask, first, first_mask))
+
+
+@pytest.mark.parametrize("attention", ["mha", "damcha"])
+def test_decoder_is_causal(attention: str) -> None:
+    model = build_model(_config(architecture="decoder", attention=attention, sharing="stack"))
+    assert isinstance(model, DecoderLM)
+    tokens, _ = _batch()
+    logits = model(tokens)
+    assert logits.shape == (3, LENGTH, VOCAB)
+    changed = tokens.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % VOCAB
+    torch.testing.assert_close(model(changed)[:, :8], logits[:, :8])
+
+
+@pytest.mark.parametrize(("sharing", "generators"), [("layer", 4), ("group:2", 2), ("group:3", 2), ("stack", 1)])
+def test_generators_run_once_per_group(sharing: str, generators: int) -> None:
+    model = build_model(_config(attention="damcha", sharing=sharing))
+    calls: list[int] = []
+    modules = [m for m in model.modules() if isinstance(m, MetricGenerator)]
+    for module in modules:
+        module.register_forward_hook(lambda *_: calls.append(1))
+    model(*_batch())
+    assert len(modules) == generators
+    assert len(calls) == generators
+
+
+def test_stack_sharing_reuses_one_metric_in_every_layer() -> None:
+    """Perturbing the single generator must change every layer's attention."""
+    model = build_model(_config(attention="damcha", sharing="stack", generator_depth=0)).eval()
+    tokens, mask = _batch()
+    generator = next(m for m in model.modules() if isinstance(m, MetricGenerator))
+    seen = []
+    for block in model.stack.blocks:
+        block.attention.register_forward_hook(lambda module, args, out: seen.append(args[2]))
+    model(tokens, mask)
+    assert len(seen) == 4 and all(metric is seen[0] for metric in seen)
+    assert seen[0].u.data_ptr() == generator.static.data_ptr()
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        (dict(num_heads=5), "num_heads=5 must divide d_model=32"),
+        (dict(attention="damcha", metric_rank=33), "metric_rank=33 must be in 1..d_model=32"),
+        (dict(attention="damcha", sharing="group:5"), r"sharing='group:5' is not allowed.*num_layers=4"),
+        (dict(attention="damcha", sharing="group:0"), r"sharing='group:0' is not allowed"),
+        (dict(attention="damcha", sharing="block"), r"sharing='block' is not allowed"),
+        (dict(attention="flash"), r"attention='flash' is not allowed; allowed: mha, damcha"),
+        (dict(architecture="seq2seq"), r"architecture='seq2seq' is not allowed"),
+        (dict(pooling="max"), r"pooling='max' is not allowed"),
+        (dict(dropout=1.5), r"dropout=1.5 must be in \[0, 1\)"),
+        (dict(num_classes=1), "num_classes=1 must be >= 2"),
+    ],
+)
+def test_invalid_config_names_field_value_and_allowed(knobs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _config(**knobs)
+
+
+def test_from_dict_rejects_unknown_knobs() -> None:
+    config = ModelConfig.from_dict(dict(vocab_size=VOCAB, num_classes=2, max_length=8, attention="damcha", sharing="stack"))
+    assert config.layers_per_generator == config.num_layers
+    with pytest.raises(ValueError, match=r"unknown model knob\(s\) \['metric_rnak'\]"):
+        ModelConfig.from_dict(dict(vocab_size=VOCAB, num_classes=2, max_length=8, metric_rnak=4))

@@ -1,0 +1,56 @@
+"""Attention variants, selected by name through one forward signature.
+
+Every variant is called as ``attn(x, padding_mask=None)`` with ``x: (B, T, D)`` and
+``padding_mask: (B, T)`` bool (True = real token) and returns ``(B, T, D)``. Each runs
+through the fused SDPA kernel; ``reference_attention`` is the explicit oracle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from trainers.attention.damcha import DAMCHA, METRIC_FORMS, METRIC_MODES, validate_damcha_knobs
+from trainers.attention.metric import Metric, MetricGenerator, sequence_context
+from trainers.attention.mha import MultiHeadAttention
+from trainers.attention.reference import reference_attention
+from trainers.registry import lookup
+
+ATTENTION: dict[str, type[nn.Module]] = {
+    "mha": MultiHeadAttention,
+    "damcha": DAMCHA,
+}
+
+
+def build_attention(name: str, d_model: int, num_heads: int, **knobs: Any) -> nn.Module:
+    """Build an attention layer by registry name.
+
+    Args:
+        name: A key of ``ATTENTION``.
+        d_model: Model width.
+        num_heads: Head count.
+        **knobs: The variant's keyword-only arguments.
+
+    Returns:
+        The layer.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered ("did you mean ...").
+    """
+    return lookup(ATTENTION, name, "attention")(d_model, num_heads, **knobs)
+
+
+__all__ = [
+    "ATTENTION",
+    "DAMCHA",
+    "METRIC_FORMS",
+    "METRIC_MODES",
+    "Metric",
+    "MetricGenerator",
+    "MultiHeadAttention",
+    "build_attention",
+    "reference_attention",
+    "sequence_context",
+    "validate_damcha_knobs",
+]

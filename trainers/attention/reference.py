@@ -1,0 +1,89 @@
+"""Explicit-softmax reference implementations: the oracle for the fused paths.
+
+They use a layer's own weights and generated metric, but form the metric as explicit
+D×D matrices and materialise the (B, H, T, T) scores, the way the formulas read (and
+the way the authors' released code computes them). Slow and memory-hungry on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from trainers.attention.damcha import DAMCHA
+from trainers.attention.metric import Metric
+from trainers.attention.mha import MultiHeadAttention
+from trainers.attention.sdpa import explicit_attention, merge_heads, split_heads
+
+
+def _heads(x: Tensor, num_heads: int) -> Tensor:
+    """(B, T, D) -> (B, T, H, d)."""
+    batch, length, width = x.shape
+    return x.view(batch, length, num_heads, width // num_heads)
+
+
+def _damcha_scores(attn: DAMCHA, x: Tensor, metric: Metric) -> tuple[Tensor, Tensor]:
+    """Unscaled scores (B, H, T, T) and values (B, H, T, d) of a DAMCHA layer."""
+    heads, d = attn.num_heads, attn.d_model // attn.num_heads
+    batch, length, _ = x.shape
+    if attn.metric_mode == "rowsum":
+        m = metric.matrix(plus_identity=False)  # (B, [T,] D, D)
+        blocks = m.view(*m.shape[:-2], heads, d, heads, d)
+        row_sums = sum(blocks[..., :, :, j, :] for j in range(heads))  # m_h = Σ_j M_hj: (B, [T,] H, d, d)
+        xh = _heads(x, heads)  # (B, T, H, d)
+        pattern = "bthi,bthij,bshj->bhts" if metric.per_position else "bthi,bhij,bshj->bhts"
+        v = split_heads(attn.v_proj(x), heads)
+        return torch.einsum(pattern, xh, row_sums, xh), v
+    q, k, v = attn.qkv_proj(x).chunk(3, dim=-1)
+    qh, kh = _heads(q, heads), _heads(k, heads)
+    if attn.metric_form == "bilinear":
+        m = metric.matrix(plus_identity=True)  # (B, [S,] D, D), keyed by key position s
+        blocks = m.view(*m.shape[:-2], heads, d, heads, d)  # M_hj blocks
+        # score_h(t, s) = q_h(t)ᵀ Σ_j M_hj k_j(s)
+        pattern = "bthi,bshijc,bsjc->bhts" if metric.per_position else "bthi,bhijc,bsjc->bhts"
+        return torch.einsum(pattern, qh, blocks, kh), split_heads(v, heads)
+    lower = metric.matrix(plus_identity=True)  # L: (B, [T,] D, D)
+    columns = lower.view(*lower.shape[:-1], heads, d)  # L_h = columns of head h
+    if metric.per_position:
+        # score_h(t, s) = q(t)ᵀ L(c_t) P_h L(c_s)ᵀ k(s)
+        q_mixed = torch.einsum("bti,btihc->bthc", q, columns)
+        k_mixed = torch.einsum("bsi,bsihc->bshc", k, columns)
+        return torch.einsum("bthc,bshc->bhts", q_mixed, k_mixed), split_heads(v, heads)
+    per_head = torch.einsum("bihc,bjhc->bhij", columns, columns)  # M_h = L_h L_hᵀ (PSD): (B, H, D, D)
+    return torch.einsum("bti,bhij,bsj->bhts", q, per_head, k), split_heads(v, heads)
+
+
+def reference_attention(
+    attn: nn.Module,
+    x: Tensor,
+    padding_mask: Tensor | None = None,
+    metric: Metric | None = None,
+) -> Tensor:
+    """Explicit-softmax forward of an attention layer, with its weights.
+
+    Args:
+        attn: A ``MultiHeadAttention`` or ``DAMCHA`` layer (dropout is not applied).
+        x: (B, T, D).
+        padding_mask: (B, T) bool, True = real token.
+        metric: For DAMCHA, a precomputed metric; generated from ``x`` when None.
+
+    Returns:
+        (B, T, D), equal to ``attn(x, padding_mask)`` up to rounding.
+
+    Raises:
+        TypeError: ``attn`` is not an attention layer of this package.
+    """
+    head_width = attn.d_model // attn.num_heads
+    if isinstance(attn, MultiHeadAttention):
+        q, k, v = (split_heads(t, attn.num_heads) for t in attn.project(x))
+        scores = q @ k.transpose(-1, -2)  # (B, H, T, T)
+    elif isinstance(attn, DAMCHA):
+        if metric is None:
+            metric = attn.generate_metric(x, padding_mask)
+        scores, v = _damcha_scores(attn, x, metric)
+    else:
+        raise TypeError(f"no reference implementation for {type(attn).__name__}")
+    out = explicit_attention(scores / math.sqrt(head_width), v, padding_mask, causal=attn.causal)
+    return attn.out_proj(merge_heads(out))

@@ -1,0 +1,320 @@
+"""Cost accounting: parameters, analytic forward FLOPs, measured throughput and memory.
+
+FLOPs count matrix products only (2 per multiply-add), as
+``torch.utils.flop_counter.FlopCounterMode`` does; layer norms, softmax, GELU and
+other element-wise work are left out. Fused attention is counted over the full T×T
+score matrix even when causal (the counter's convention; FlashAttention skips the
+masked half, so causal models do about ``2·T²·D`` fewer FLOPs per layer than stated).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.utils._python_dispatch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_leaves
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop
+
+from trainers.attention import MetricGenerator
+from trainers.config import ModelConfig
+
+# The fused attention's backward recomputes the scores: the counter charges 2.5× its forward.
+ATTENTION_CORE_BACKWARD_FACTOR = 2.5
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    """Parameter counts of a model.
+
+    Attributes:
+        total: All parameters.
+        attention: Parameters of attention layers, their generators included.
+        generator: Parameters of DAMCHA metric generators.
+    """
+
+    total: int
+    attention: int
+    generator: int
+
+
+def count_parameters(model: nn.Module) -> ParameterCounts:
+    """Count a model's parameters by role.
+
+    Args:
+        model: A model built by ``trainers.models.build_model`` (or any module).
+
+    Returns:
+        The counts.
+    """
+    def size(modules: Iterator[nn.Module]) -> int:
+        return sum(p.numel() for m in modules for p in m.parameters())
+
+    attention = [m for name, m in model.named_modules() if name.endswith(".attention")]
+    generators = [m for m in model.modules() if isinstance(m, MetricGenerator)]
+    return ParameterCounts(
+        total=sum(p.numel() for p in model.parameters()),
+        attention=size(iter(attention)),
+        generator=size(iter(generators)),
+    )
+
+
+@dataclass(frozen=True)
+class Flops:
+    """Forward FLOPs of one example, split by how their backward is counted.
+
+    Attributes:
+        dense: Every matrix product except the attention core (projections, MLPs,
+            metric generation and application, output heads).
+        attention_core: The fused ``softmax(Q Kᵀ) V`` products.
+    """
+
+    dense: int
+    attention_core: int
+
+    @property
+    def forward(self) -> int:
+        """Forward FLOPs per example."""
+        return self.dense + self.attention_core
+
+    def training_step(self, batch_size: int) -> int:
+        """FLOPs of one training step (forward + backward) on ``batch_size`` examples.
+
+        Backward is 2× forward for matrix products and 2.5× for the fused attention
+        core, whose backward recomputes the scores.
+        """
+        per_example = 3 * self.dense + (1 + ATTENTION_CORE_BACKWARD_FACTOR) * self.attention_core
+        return int(batch_size * per_example)
+
+
+def _generator_flops(config: ModelConfig, contexts: int) -> int:
+    """One generator's FLOPs for ``contexts`` context vectors."""
+    if config.generator_depth == 0:
+        return 0
+    d, width = config.d_model, config.generator_width
+    out = d * d if config.metric_rank == "full" else 2 * d * config.metric_rank
+    per_context = d * width + (config.generator_depth - 1) * width * width + width * out
+    return 2 * contexts * per_context
+
+
+def _metric_application_flops(config: ModelConfig, length: int) -> int:
+    """FLOPs of folding the metric into queries/keys, one layer."""
+    d = config.d_model
+    if config.metric_mode == "rowsum":
+        head_width = d // config.num_heads
+        per_token = d * head_width if config.metric_rank == "full" else 2 * d * config.metric_rank
+        return 2 * length * per_token
+    per_side = d * d if config.metric_rank == "full" else 2 * d * config.metric_rank
+    sides = 2 if config.metric_form == "mahalanobis" else 1
+    return 2 * length * per_side * sides
+
+
+def encoder_stack_flops(config: ModelConfig, length: int) -> Flops:
+    """Forward FLOPs of the Transformer stack on one sequence of ``length`` positions."""
+    d, layers = config.d_model, config.num_layers
+    mlp = 4 * length * d * config.mlp_width
+    core = 4 * length * length * d
+    if config.attention == "mha":
+        attention = 8 * length * d * d
+    else:
+        projections = 4 * length * d * d if config.metric_mode == "rowsum" else 8 * length * d * d
+        attention = projections + _metric_application_flops(config, length)
+    generators = 0
+    if config.attention == "damcha":
+        per_position = config.causal and config.generator_depth > 0
+        groups = math.ceil(layers / config.layers_per_generator)
+        generators = groups * _generator_flops(config, length if per_position else 1)
+    return Flops(dense=layers * (attention + mlp) + generators, attention_core=layers * core)
+
+
+def model_flops(config: ModelConfig, length: int) -> Flops:
+    """Analytic forward FLOPs per example for the model ``config`` describes.
+
+    Args:
+        config: The model configuration.
+        length: Tokens per input sequence (each of the two, for ``pair``).
+
+    Returns:
+        The FLOPs, split into dense work and the attention core.
+    """
+    d = config.d_model
+    positions = length + (1 if config.pooling == "cls" and config.architecture != "decoder" else 0)
+    stack = encoder_stack_flops(config, positions)
+    if config.architecture == "encoder":
+        head = 2 * d * config.num_classes
+        return Flops(stack.dense + head, stack.attention_core)
+    if config.architecture == "pair":
+        head = 2 * 4 * d * config.mlp_width + 2 * config.mlp_width * config.num_classes
+        return Flops(2 * stack.dense + head, 2 * stack.attention_core)
+    head = 2 * length * d * config.vocab_size
+    return Flops(stack.dense + head, stack.attention_core)
+
+
+def _counter_mapping() -> dict:
+    """FLOP formulas for the CPU's fused attention, which the counter does not know."""
+    aten = torch.ops.aten
+    return {
+        aten._scaled_dot_product_flash_attention_for_cpu: sdpa_flop.__wrapped__,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: sdpa_backward_flop.__wrapped__,
+    }
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """Run ``fn`` under ``FlopCounterMode`` (CPU fused attention included) and return its FLOPs."""
+    with FlopCounterMode(display=False, custom_mapping=_counter_mapping()) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+class _LiveTensorMemory(torch.utils._python_dispatch.TorchDispatchMode):
+    """Tracks the bytes of tensor storages created by operators while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        # Drop freed storages first: a new storage may reuse a freed address.
+        self.live = {ptr: entry for ptr, entry in self.live.items() if not entry[0].expired()}
+        for value in tree_leaves(out):
+            if isinstance(value, Tensor):
+                storage = value.untyped_storage()
+                if storage.data_ptr() and storage.data_ptr() not in self.live:
+                    self.live[storage.data_ptr()] = (StorageWeakRef(storage), storage.nbytes())
+        self.peak = max(self.peak, sum(nbytes for _, nbytes in self.live.values()))
+        return out
+
+
+@contextmanager
+def peak_memory(device: torch.device) -> Iterator[dict[str, int]]:
+    """Measure the peak memory that the enclosed code allocates.
+
+    On CUDA, the caching allocator's peak above the memory in use at entry. On CPU, the
+    peak total of tensor storages created inside the block and alive at once (tensors
+    that existed before, such as parameters, are not counted; allocator overhead is not
+    either).
+
+    Yields:
+        A dict whose ``"bytes"`` entry is filled in on exit.
+    """
+    result = {"bytes": 0}
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        yield result
+        torch.cuda.synchronize(device)
+        result["bytes"] = torch.cuda.max_memory_allocated(device) - start
+        return
+    with _LiveTensorMemory() as tracker:
+        yield result
+    result["bytes"] = tracker.peak
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Measured training speed and memory on one device.
+
+    Attributes:
+        examples_per_s: Training examples per second.
+        tokens_per_s: Input tokens per second.
+        step_seconds: Median seconds per training step.
+        peak_memory_bytes: Peak memory of a training step (see ``peak_memory``).
+        device: The device's name.
+    """
+
+    examples_per_s: float
+    tokens_per_s: float
+    step_seconds: float
+    peak_memory_bytes: int
+    device: str
+
+
+def device_name(device: torch.device) -> str:
+    """A readable name: the GPU's model, or the CPU with its thread count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores)"
+
+
+def measure_training(
+    step: Callable[[], Tensor],
+    *,
+    examples: int,
+    tokens: int,
+    device: torch.device,
+    steps: int = 5,
+    warmup: int = 1,
+) -> Throughput:
+    """Time a training step and measure its peak memory.
+
+    Args:
+        step: Runs one forward + backward (+ optimizer) step and returns the loss.
+        examples: Examples per step.
+        tokens: Input tokens per step.
+        device: Where the step runs.
+        steps: Timed steps (the median is kept).
+        warmup: Untimed steps first.
+
+    Returns:
+        The throughput.
+    """
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        step()
+    synchronize()
+    with peak_memory(device) as memory:
+        step()
+        synchronize()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    median = sorted(times)[len(times) // 2]
+    return Throughput(
+        examples_per_s=examples / median,
+        tokens_per_s=tokens / median,
+        step_seconds=median,
+        peak_memory_bytes=memory["bytes"],
+        device=device_name(device),
+    )
+
+
+class _AttentionKernelRecorder(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records which scaled-dot-product-attention kernels are dispatched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        name = func._overloadpacket.__name__
+        if "scaled_dot_product" in name and "backward" not in name:
+            self.kernels.add(name.removeprefix("_scaled_dot_product_"))
+        return func(*args, **(kwargs or {}))
+
+
+def attention_kernels(fn: Callable[[], object]) -> set[str]:
+    """Run ``fn`` and return the attention kernels it dispatched.
+
+    Names are those of ATen's kernels without their prefix, e.g. ``flash_attention``
+    (FlashAttention on CUDA), ``efficient_attention``, ``flash_attention_for_cpu``, or
+    ``attention_math`` (the unfused fallback).
+    """
+    with _AttentionKernelRecorder() as recorder:
+        fn()
+    return recorder.kernels
