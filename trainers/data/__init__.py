@@ -1,0 +1,1 @@
+"""Tasks: Long Range Arena (generated ListOps, release files) and synthetic recall."""

@@ -1,0 +1,79 @@
+"""Length-bucketed, seeded batches of padded token ids."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from trainers.data.tokenize import PAD_ID
+
+
+def bucketed_batches(
+    lengths: Sequence[int], batch_size: int, *, seed: int, shuffle: bool = True, bucket_batches: int = 50
+) -> list[list[int]]:
+    """Group example indices into batches of similar lengths.
+
+    Indices are shuffled (seeded), cut into windows of ``bucket_batches`` batches, sorted
+    by length inside each window and cut into batches, whose order is shuffled again:
+    short sequences don't pay for long ones, and the order stays random.
+
+    Args:
+        lengths: Length of each example.
+        batch_size: Examples per batch (the last may be smaller).
+        seed: Seed of the order.
+        shuffle: False keeps the file order (evaluation), batches still length-sorted per window.
+        bucket_batches: Batches per sorting window.
+
+    Returns:
+        Lists of indices, one per batch.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be >= 1")
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    if shuffle:
+        rng.shuffle(order)
+    window = batch_size * bucket_batches
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start : start + window], key=lambda i: lengths[i])
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], labels: Sequence[int] | Tensor) -> dict[str, Tensor]:
+    """Pad token-id sequences to the longest.
+
+    Returns:
+        ``tokens`` (B, T) long, ``padding_mask`` (B, T) bool (True = real token) and
+        ``labels`` (B,) or (B, T) long.
+    """
+    length = max(len(s) for s in sequences)
+    tokens = torch.full((len(sequences), length), PAD_ID, dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        tokens[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
+    mask = torch.arange(length)[None, :] < torch.tensor([len(s) for s in sequences])[:, None]  # (B, T)
+    return {"tokens": tokens, "padding_mask": mask, "labels": torch.as_tensor(labels, dtype=torch.long)}
+
+
+def iterate_batches(split, batch_size: int, *, seed: int, shuffle: bool = True) -> Iterator[dict[str, Tensor]]:
+    """Batches of a split with ``tokens`` and ``label`` columns (a ``datasets.Dataset``).
+
+    Args:
+        split: The split; its ``length`` column (if present) avoids reading all tokens.
+        batch_size: Examples per batch.
+        seed: Seed of this pass's order (use a different one per epoch).
+        shuffle: Random order (training) or file order (evaluation).
+
+    Yields:
+        Padded batches (see ``pad_batch``).
+    """
+    lengths = split["length"] if "length" in split.column_names else [len(t) for t in split["tokens"]]
+    for indices in bucketed_batches(lengths, batch_size, seed=seed, shuffle=shuffle):
+        rows = split[indices]
+        yield pad_batch(rows["tokens"], rows["label"])
