@@ -9,3 +9,11 @@ import torch
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Nothing in the suite may reach a hub: ``datasets`` works offline here."""
+    import os
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
