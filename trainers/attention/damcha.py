@@ -110,7 +110,10 @@ class DAMCHA(nn.Module):
             code: no W_q/W_k, head h compares raw slices ``X_h`` under ``Σ_j M_hj``).
         generator_depth: Hidden layers of the generator MLP; 0 = static metric.
         generator_width: Hidden width of the generator MLP.
-        causal: Causal self-attention (prefix-mean contexts, metric per position).
+        causal: Causal self-attention (prefix-mean contexts, metric per position). The
+            bilinear metric is applied per key, ``M(c_s)``; the Mahalanobis form applies
+            ``L(c_t)`` to the query and ``L(c_s)`` to the key, so its score is
+            ``q(t)ᵀ L(c_t) L(c_s)ᵀ k(s)``: PSD only where the two contexts agree.
         dropout: Attention dropout probability (training only).
         own_generator: Create a generator. Without one, ``forward`` needs a ``metric``
             (a model sharing one generator across layers passes it).
