@@ -9,19 +9,17 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
-from trainers.data.listops import ListOpsSpec, generate
+from trainers.data.listops import add_spec_arguments, generate, spec_from_arguments
 from trainers.data.tasks import listops_generated
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name, value in asdict(ListOpsSpec()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=value, help=f"(default: {value})")
-    spec = ListOpsSpec(**vars(parser.parse_args(argv)))
+    add_spec_arguments(parser)
+    spec = spec_from_arguments(parser, parser.parse_args(argv))
     total = sum(spec.sizes().values())
 
     start = time.perf_counter()

@@ -54,16 +54,12 @@ def count_parameters(model: nn.Module) -> ParameterCounts:
     Returns:
         The counts.
     """
-    def size(modules: Iterator[nn.Module]) -> int:
+    def size(modules: list[nn.Module]) -> int:
         return sum(p.numel() for m in modules for p in m.parameters())
 
     attention = [m for name, m in model.named_modules() if name.endswith(".attention")]
     generators = [m for m in model.modules() if isinstance(m, MetricGenerator)]
-    return ParameterCounts(
-        total=sum(p.numel() for p in model.parameters()),
-        attention=size(iter(attention)),
-        generator=size(iter(generators)),
-    )
+    return ParameterCounts(total=size([model]), attention=size(attention), generator=size(generators))
 
 
 @dataclass(frozen=True)

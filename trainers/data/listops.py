@@ -168,19 +168,28 @@ def write_release(spec: ListOpsSpec, out: Path) -> dict[str, Path]:
     return paths
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point."""
-    defaults = ListOpsSpec()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="directory for the TSV files")
-    for name, value in asdict(defaults).items():
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one ``--option`` per ``ListOpsSpec`` field, with its default."""
+    for name, value in asdict(ListOpsSpec()).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=value, help=f"(default: {value})")
-    args = vars(parser.parse_args(argv))
-    out = args.pop("out")
+
+
+def spec_from_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ListOpsSpec:
+    """The ``ListOpsSpec`` that parsed arguments describe; a bad one exits with code 2 and the reason."""
     try:
-        spec = ListOpsSpec(**args)
+        return ListOpsSpec(**{name: getattr(args, name) for name in asdict(ListOpsSpec())})
     except ValueError as error:
         parser.error(str(error))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="directory for the TSV files")
+    add_spec_arguments(parser)
+    args = parser.parse_args(argv)
+    spec = spec_from_arguments(parser, args)
+    out = args.out
     for split, path in write_release(spec, out).items():
         print(f"{split}: {path}")
 
