@@ -77,3 +77,24 @@ def iterate_batches(split, batch_size: int, *, seed: int, shuffle: bool = True) 
     for indices in bucketed_batches(lengths, batch_size, seed=seed, shuffle=shuffle):
         rows = split[indices]
         yield pad_batch(rows["tokens"], rows["label"])
+
+
+def iterate_pair_batches(split, batch_size: int, *, seed: int, shuffle: bool = True) -> Iterator[dict[str, Tensor]]:
+    """Batches of a pair split (``tokens1``, ``tokens2``, ``label``) for the two-tower model.
+
+    Pairs are bucketed by their longer document.
+
+    Yields:
+        ``tokens1``/``padding_mask1`` (B, T1), ``tokens2``/``padding_mask2`` (B, T2), ``labels`` (B,).
+    """
+    lengths = [max(first, second) for first, second in zip(split["length1"], split["length2"], strict=True)]
+    for indices in bucketed_batches(lengths, batch_size, seed=seed, shuffle=shuffle):
+        rows = split[indices]
+        first, second = pad_batch(rows["tokens1"], rows["label"]), pad_batch(rows["tokens2"], rows["label"])
+        yield {
+            "tokens1": first["tokens"],
+            "padding_mask1": first["padding_mask"],
+            "tokens2": second["tokens"],
+            "padding_mask2": second["padding_mask"],
+            "labels": first["labels"],
+        }

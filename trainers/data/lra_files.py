@@ -1,12 +1,30 @@
-"""Reading Long Range Arena release files, with errors that name the file and line."""
+"""Reading Long Range Arena release files, with errors that name the file and line.
+
+Each reader checks every row and raises ``DataFileError`` at the first bad one: nothing
+is dropped or skipped silently. Layouts, relative to the unpacked ``lra_release``
+directory (or the directory given with ``--data-dir`` / ``$LRA_DATA_DIR``):
+
+- ListOps: ``listops-1000/basic_{train,val,test}.tsv`` (header ``Source	Target``).
+- Text: ``aclImdb/{train,test}/{pos,neg}/*.txt`` (the IMDB reviews LRA reads through TFDS).
+- Retrieval: ``tsv_data/new_aan_pairs.{train,eval,test}.tsv`` (no header; label, two ids,
+  two documents).
+- Image: ``cifar-10-batches-py/{data_batch_1..5,test_batch}`` (CIFAR-10 python pickles).
+- Pathfinder: ``pathfinder32/<difficulty>/metadata/*.npy`` (text rows: image directory,
+  image file, _, label, ...) and the PNG images they name.
+"""
 
 from __future__ import annotations
 
-import csv
 import os
+import pickle
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 RELEASE_URL = "https://storage.googleapis.com/long-range-arena/lra_release.gz"
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 DATA_DIR_VARIABLE = "LRA_DATA_DIR"
 
 
@@ -14,19 +32,11 @@ class DataFileError(ValueError):
     """A release file is missing or malformed; the message names the file (and line)."""
 
 
-def release_file(task: str, data_dir: Path | str | None, relative: str) -> Path:
-    """Locate a file of the unpacked ``lra_release`` directory.
-
-    Args:
-        task: The task's name, for the message.
-        data_dir: The unpacked release directory; ``$LRA_DATA_DIR`` when None.
-        relative: The file's path inside it.
-
-    Returns:
-        The existing file's path.
+def data_root(task: str, data_dir: Path | str | None) -> Path:
+    """The directory holding a task's files: ``data_dir``, else ``$LRA_DATA_DIR``.
 
     Raises:
-        DataFileError: no directory was given, or the file is not there.
+        DataFileError: neither is set.
     """
     if data_dir is None:
         data_dir = os.environ.get(DATA_DIR_VARIABLE)
@@ -35,17 +45,37 @@ def release_file(task: str, data_dir: Path | str | None, relative: str) -> Path:
             f"task {task!r} reads the LRA release files: pass --data-dir or set {DATA_DIR_VARIABLE} "
             f"to the unpacked lra_release directory (download: {RELEASE_URL})"
         )
-    path = Path(data_dir) / relative
-    if not path.is_file():
+    return Path(data_dir)
+
+
+def release_file(task: str, data_dir: Path | str | None, relative: str, *, source: str = RELEASE_URL, kind: str = "file") -> Path:
+    """Locate a file (or directory) of the task's data directory.
+
+    Args:
+        task: The task's name, for the message.
+        data_dir: The unpacked release directory; ``$LRA_DATA_DIR`` when None.
+        relative: The path inside it.
+        source: Where the files come from, for the message.
+        kind: ``"file"`` or ``"directory"``.
+
+    Returns:
+        The existing path.
+
+    Raises:
+        DataFileError: no directory was given, or the path is not there.
+    """
+    root = data_root(task, data_dir)
+    path = root / relative
+    if not (path.is_dir() if kind == "directory" else path.is_file()):
         raise DataFileError(
-            f"task {task!r}: expected file {relative!r} under {Path(data_dir).resolve()} but {path} does not exist; "
-            f"the LRA release ({RELEASE_URL}) unpacks to a directory that holds it"
+            f"task {task!r}: expected {kind} {relative!r} under {root.resolve()} but {path} does not exist; "
+            f"it comes from {source}, unpacked into that directory"
         )
     return path
 
 
 def _integer(text: str) -> int | None:
-    """``"3"`` or ``"3.0"`` (some release files write labels as floats) -> 3; else None."""
+    """``"3"`` or ``"3.0"`` (the AAN files write labels as floats) -> 3; else None."""
     try:
         value = float(text)
     except ValueError:
@@ -53,14 +83,41 @@ def _integer(text: str) -> int | None:
     return int(value) if value.is_integer() else None
 
 
-def read_labelled_tsv(path: Path, *, columns: int, label_column: int, num_classes: int) -> list[tuple[list[str], int]]:
-    """Read a TSV with a header row, checking every row.
+def checked_label(text: str, num_classes: int, where: str) -> int:
+    """An integer label in ``0..num_classes-1``.
+
+    Raises:
+        DataFileError: prefixed with ``where`` (file and line).
+    """
+    label = _integer(text.strip())
+    if label is None:
+        raise DataFileError(f"{where}: label {text.strip()!r} is not an integer")
+    if not 0 <= label < num_classes:
+        raise DataFileError(f"{where}: label {label} is outside 0..{num_classes - 1}")
+    return label
+
+
+def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text without its newline)``; bad UTF-8 names the line."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield line_number, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise DataFileError(f"{path}:{line_number}: bytes at column {error.start + 1} are not valid UTF-8") from None
+
+
+def read_labelled_tsv(
+    path: Path, *, columns: int, label_column: int, num_classes: int, header: bool = True
+) -> list[tuple[list[str], int]]:
+    """Read a TSV, checking every row. Fields are split on tabs only (no quoting), as LRA does.
 
     Args:
         path: The file.
         columns: Columns each row must have.
         label_column: Index of the integer label.
         num_classes: Labels must lie in ``0..num_classes-1``.
+        header: The first line is a header, not data.
 
     Returns:
         ``(fields, label)`` per data row, in file order.
@@ -70,20 +127,97 @@ def read_labelled_tsv(path: Path, *, columns: int, label_column: int, num_classe
             count, non-integer or out-of-range label, undecodable bytes).
     """
     rows = []
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            for line_number, fields in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-                if line_number == 1:
-                    continue  # header
-                if len(fields) != columns:
-                    raise DataFileError(f"{path}:{line_number}: expected {columns} tab-separated columns, found {len(fields)}")
-                text = fields[label_column].strip()
-                label = _integer(text)
-                if label is None:
-                    raise DataFileError(f"{path}:{line_number}: label {text!r} is not an integer")
-                if not 0 <= label < num_classes:
-                    raise DataFileError(f"{path}:{line_number}: label {label} is outside 0..{num_classes - 1}")
-                rows.append((fields, label))
-    except UnicodeDecodeError as error:
-        raise DataFileError(f"{path}: bytes at offset {error.start} are not valid UTF-8") from None
+    for line_number, line in _decoded_lines(path):
+        if header and line_number == 1:
+            continue
+        fields = line.split("\t")
+        if len(fields) != columns:
+            raise DataFileError(f"{path}:{line_number}: expected {columns} tab-separated columns, found {len(fields)}")
+        rows.append((fields, checked_label(fields[label_column], num_classes, f"{path}:{line_number}")))
     return rows
+
+
+def read_imdb_split(directory: Path) -> tuple[list[bytes], list[int]]:
+    """Reviews of one ``aclImdb`` split (``neg`` = 0, ``pos`` = 1), in sorted file order.
+
+    Raises:
+        DataFileError: a ``pos`` or ``neg`` folder is missing or empty.
+    """
+    texts, labels = [], []
+    for label, sentiment in enumerate(("neg", "pos")):
+        files = sorted((directory / sentiment).glob("*.txt"))
+        if not files:
+            raise DataFileError(f"{directory / sentiment}: no review files (*.txt); the aclImdb release ({IMDB_URL}) has them")
+        texts += [file.read_bytes() for file in files]
+        labels += [label] * len(files)
+    return texts, labels
+
+
+def read_cifar10_batch(path: Path) -> tuple[np.ndarray, list[int]]:
+    """One CIFAR-10 python batch.
+
+    Returns:
+        ``(images, labels)``: images (N, 3, 32, 32) uint8 (RGB planes), labels in 0..9.
+
+    Raises:
+        DataFileError: not a CIFAR-10 pickle, wrong image size, bad label (example named).
+    """
+    try:
+        with path.open("rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        data, labels = np.asarray(batch[b"data"]), list(batch[b"labels"])
+    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as error:
+        raise DataFileError(f"{path}: not a CIFAR-10 python batch (a dict with b'data' and b'labels'): {error!r}") from None
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise DataFileError(f"{path}: b'data' must be uint8 rows of 3072 values, found {data.dtype} {data.shape}")
+    if len(labels) != len(data):
+        raise DataFileError(f"{path}: {len(data)} images but {len(labels)} labels")
+    checked = [checked_label(str(label), 10, f"{path}: example {index}") for index, label in enumerate(labels)]
+    return data.reshape(-1, 3, 32, 32), checked
+
+
+def grayscale(images: np.ndarray) -> np.ndarray:
+    """RGB (N, 3, H, W) uint8 -> luma (N, H, W) uint8 with TensorFlow's weights, as LRA."""
+    weights = np.array([0.2989, 0.5870, 0.1140], dtype=np.float32)
+    luma = np.einsum("nchw,c->nhw", images.astype(np.float32), weights)  # (N, H, W)
+    return np.clip(np.rint(luma), 0, 255).astype(np.uint8)
+
+
+def read_pathfinder_metadata(path: Path, images_root: Path) -> list[tuple[Path, int]]:
+    """Rows of one Pathfinder metadata file: ``(image path, label)``.
+
+    Raises:
+        DataFileError: a row with fewer than 4 fields, a label other than 0/1, or an
+            image that is not there (file and line named).
+    """
+    rows = []
+    for line_number, line in _decoded_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split()
+        where = f"{path}:{line_number}"
+        if len(fields) < 4:
+            raise DataFileError(f"{where}: expected at least 4 space-separated fields (dir, file, _, label), found {len(fields)}")
+        image = images_root / fields[0] / fields[1]
+        if not image.is_file():
+            raise DataFileError(f"{where}: image {image} does not exist")
+        rows.append((image, checked_label(fields[3], 2, where)))
+    return rows
+
+
+def read_gray_image(path: Path, size: int) -> np.ndarray:
+    """A ``size``×``size`` grayscale image as (size, size) uint8.
+
+    Raises:
+        DataFileError: unreadable, or another size.
+    """
+    from PIL import Image, UnidentifiedImageError  # only the Pathfinder task needs Pillow
+
+    try:
+        with Image.open(path) as image:
+            pixels = np.asarray(image.convert("L"))
+    except (UnidentifiedImageError, OSError) as error:
+        raise DataFileError(f"{path}: not a readable image: {error}") from None
+    if pixels.shape != (size, size):
+        raise DataFileError(f"{path}: expected a {size}x{size} image, found {pixels.shape[1]}x{pixels.shape[0]}")
+    return pixels

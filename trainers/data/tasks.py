@@ -1,4 +1,7 @@
-"""Task loaders: splits as cached Arrow datasets with ``tokens``, ``length``, ``label``."""
+"""Task loaders: splits as cached Arrow datasets with ``tokens``, ``length``, ``label``.
+
+Retrieval splits hold a pair per row: ``tokens1``/``length1`` and ``tokens2``/``length2``.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +12,45 @@ import datasets
 
 from trainers.data.cache import cached_splits
 from trainers.data.listops import NUM_CLASSES, SPLITS, ListOpsSpec, generate
-from trainers.data.lra_files import DataFileError, read_labelled_tsv, release_file
+from trainers.data.lra_files import (
+    CIFAR10_URL,
+    IMDB_URL,
+    DataFileError,
+    grayscale,
+    read_cifar10_batch,
+    read_gray_image,
+    read_imdb_split,
+    read_labelled_tsv,
+    read_pathfinder_metadata,
+    release_file,
+)
 from trainers.data.recall import RecallSpec, generate_recall
-from trainers.data.tokenize import tokenize_listops
+from trainers.data.tokenize import tokenize_bytes, tokenize_listops, tokenize_pixels
+
+TEXT_MAX_LENGTH = 4000  # bytes per review, LRA's Text length
+RETRIEVAL_MAX_LENGTH = 4000  # bytes per document, LRA's Retrieval length (two towers)
+PATHFINDER_DIFFICULTIES = {"easy": "curv_baseline", "intermediate": "curv_contour_length_9", "hard": "curv_contour_length_14"}
 
 CLASSIFICATION_FEATURES = datasets.Features(
     {"tokens": datasets.List(datasets.Value("int16")), "length": datasets.Value("int32"), "label": datasets.Value("int64")}
 )
+PAIR_FEATURES = datasets.Features(
+    {
+        "tokens1": datasets.List(datasets.Value("int16")),
+        "length1": datasets.Value("int32"),
+        "tokens2": datasets.List(datasets.Value("int16")),
+        "length2": datasets.Value("int32"),
+        "label": datasets.Value("int64"),
+    }
+)
 RECALL_FEATURES = datasets.Features(
     {"tokens": datasets.List(datasets.Value("int32")), "length": datasets.Value("int32"), "label": datasets.List(datasets.Value("int64"))}
 )
+
+
+def _identity(paths) -> list[list]:
+    """What a cache of files depends on: each path, size and modification time."""
+    return [[str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns] for path in paths]
 
 
 def _columns(sequences: list[list[int]], labels: list) -> dict[str, list]:
@@ -53,7 +85,7 @@ def listops_release(data_dir: Path | str | None = None, *, cache_dir: Path | Non
         DataFileError: a missing file, or a malformed row (file and line named).
     """
     paths = {split: release_file("listops", data_dir, f"listops-1000/basic_{split}.tsv") for split in SPLITS}
-    identity = {split: [str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for split, p in paths.items()}
+    identity = _identity(paths.values())
 
     def build() -> dict[str, dict[str, list]]:
         splits = {}
@@ -83,3 +115,129 @@ def recall(spec: RecallSpec, *, val_examples: int = 200, cache_dir: Path | None 
 
     params = asdict(spec) | {"val_examples": val_examples}
     return cached_splits("mqar", params, build, features=RECALL_FEATURES, cache_dir=cache_dir)
+
+
+def text_release(data_dir: Path | str | None = None, *, max_length: int = TEXT_MAX_LENGTH, cache_dir: Path | None = None) -> datasets.DatasetDict:
+    """LRA Text: IMDB reviews as bytes (``aclImdb/{train,test}``), truncated to ``max_length``, cached.
+
+    As in LRA, the test reviews serve as both validation and test split.
+
+    Raises:
+        DataFileError: a missing folder or an empty ``pos``/``neg`` folder.
+    """
+    folders = {split: release_file("text", data_dir, f"aclImdb/{split}", source=IMDB_URL, kind="directory") for split in ("train", "test")}
+    reviews = [folder / sentiment for folder in folders.values() for sentiment in ("neg", "pos")]
+
+    def build() -> dict[str, dict[str, list]]:
+        splits = {}
+        for split, folder in folders.items():
+            texts, labels = read_imdb_split(folder)
+            splits[split] = _columns([tokenize_bytes(text, max_length) for text in texts], labels)
+        return {"train": splits["train"], "val": splits["test"], "test": splits["test"]}
+
+    params = {"source": "release", "folders": _identity(reviews), "max_length": max_length}
+    return cached_splits("text", params, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
+
+
+def retrieval_release(
+    data_dir: Path | str | None = None, *, max_length: int = RETRIEVAL_MAX_LENGTH, cache_dir: Path | None = None
+) -> datasets.DatasetDict:
+    """LRA Retrieval: AAN document pairs (``tsv_data/new_aan_pairs.{train,eval,test}.tsv``), cached.
+
+    Each row: label (1 = the papers cite each other), two paper ids, two documents; the
+    documents become byte ids truncated to ``max_length`` each, for the two-tower model.
+
+    Raises:
+        DataFileError: a missing file, or a malformed row (file and line named).
+    """
+    files = {"train": "train", "val": "eval", "test": "test"}
+    paths = {split: release_file("retrieval", data_dir, f"tsv_data/new_aan_pairs.{name}.tsv") for split, name in files.items()}
+
+    def build() -> dict[str, dict[str, list]]:
+        splits = {}
+        for split, path in paths.items():
+            rows = read_labelled_tsv(path, columns=5, label_column=0, num_classes=2, header=False)
+            first = [tokenize_bytes(fields[3].encode(), max_length) for fields, _ in rows]
+            second = [tokenize_bytes(fields[4].encode(), max_length) for fields, _ in rows]
+            splits[split] = {
+                "tokens1": first,
+                "length1": [len(s) for s in first],
+                "tokens2": second,
+                "length2": [len(s) for s in second],
+                "label": [label for _, label in rows],
+            }
+        return splits
+
+    params = {"source": "release", "files": _identity(paths.values()), "max_length": max_length}
+    return cached_splits("retrieval", params, build, features=PAIR_FEATURES, cache_dir=cache_dir)
+
+
+def image_release(data_dir: Path | str | None = None, *, cache_dir: Path | None = None) -> datasets.DatasetDict:
+    """LRA Image: CIFAR-10 python batches as grayscale sequences of 1024 pixel tokens, cached.
+
+    Splits as LRA: the first 45,000 training images train, the last 5,000 validate, the
+    test batch tests.
+
+    Raises:
+        DataFileError: a missing or malformed batch (file and example named).
+    """
+    names = [f"data_batch_{index}" for index in range(1, 6)] + ["test_batch"]
+    paths = [release_file("image", data_dir, f"cifar-10-batches-py/{name}", source=CIFAR10_URL) for name in names]
+
+    def build() -> dict[str, dict[str, list]]:
+        def sequences(batch_paths: list[Path]) -> tuple[list[list[int]], list[int]]:
+            tokens, labels = [], []
+            for path in batch_paths:
+                images, batch_labels = read_cifar10_batch(path)
+                tokens += [tokenize_pixels(image) for image in grayscale(images)]
+                labels += batch_labels
+            return tokens, labels
+
+        train_tokens, train_labels = sequences(paths[:5])
+        cut = len(train_tokens) * 9 // 10
+        return {
+            "train": _columns(train_tokens[:cut], train_labels[:cut]),
+            "val": _columns(train_tokens[cut:], train_labels[cut:]),
+            "test": _columns(*sequences(paths[5:])),
+        }
+
+    return cached_splits("image", {"source": "release", "files": _identity(paths)}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
+
+
+def pathfinder_release(data_dir: Path | str | None = None, *, difficulty: str = "hard", cache_dir: Path | None = None) -> datasets.DatasetDict:
+    """LRA Pathfinder 32×32: the release's metadata and PNGs as 1024 pixel tokens, binary label, cached.
+
+    Examples, in the order of the metadata files (sorted by number) and their rows, split
+    80/10/10 into train, val and test.
+
+    Args:
+        data_dir: The unpacked release (holds ``pathfinder32/``).
+        difficulty: ``easy``, ``intermediate`` or ``hard`` (LRA's benchmark setting).
+        cache_dir: Cache location.
+
+    Raises:
+        DataFileError: missing metadata or images, or a malformed row (file and line named).
+        ValueError: an unknown difficulty.
+    """
+    if difficulty not in PATHFINDER_DIFFICULTIES:
+        raise ValueError(f"unknown Pathfinder difficulty {difficulty!r}; choose one of {', '.join(PATHFINDER_DIFFICULTIES)}")
+    root = release_file("pathfinder", data_dir, f"pathfinder32/{PATHFINDER_DIFFICULTIES[difficulty]}", kind="directory")
+    metadata = sorted((root / "metadata").glob("*.npy"), key=lambda path: (len(path.stem), path.stem))
+    if not metadata:
+        raise DataFileError(f"task 'pathfinder': no metadata files (*.npy) in {root / 'metadata'}; the LRA release has them")
+    image_dirs = sorted(path for path in (root / "imgs").glob("*") if path.is_dir())
+
+    def build() -> dict[str, dict[str, list]]:
+        rows = [row for path in metadata for row in read_pathfinder_metadata(path, root)]
+        tokens = [tokenize_pixels(read_gray_image(image, 32)) for image, _ in rows]
+        labels = [label for _, label in rows]
+        train_end, val_end = len(rows) * 8 // 10, len(rows) * 9 // 10
+        return {
+            "train": _columns(tokens[:train_end], labels[:train_end]),
+            "val": _columns(tokens[train_end:val_end], labels[train_end:val_end]),
+            "test": _columns(tokens[val_end:], labels[val_end:]),
+        }
+
+    # Image folders' modification times change when images are added or removed.
+    params = {"source": "release", "difficulty": difficulty, "files": _identity([*metadata, *image_dirs])}
+    return cached_splits("pathfinder", params, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)

@@ -1,6 +1,9 @@
-"""ListOps tokenisation as LRA's input pipeline does it: parentheses dropped, ']' a token."""
+"""Token ids of the LRA tasks: ListOps as LRA's input pipeline (parentheses dropped, ']' a token);
+bytes and pixels offset past <pad> and <cls>."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from trainers.data.listops import END, OPERATORS
 
@@ -31,3 +34,17 @@ def tokenize_listops(source: str) -> list[int]:
         except KeyError:
             raise ValueError(f"unknown ListOps token {token!r}; allowed: {' '.join(LISTOPS_VOCABULARY[2:])}, ( )") from None
     return ids
+
+# Bytes and pixels share one layout: value v (0..255) is id v + 2, after <pad> and <cls>.
+VALUE_OFFSET = 2
+BYTE_VOCAB_SIZE = PIXEL_VOCAB_SIZE = 256 + VALUE_OFFSET
+
+
+def tokenize_bytes(text: bytes, max_length: int) -> list[int]:
+    """Byte-level ids (LRA Text and Retrieval), truncated to ``max_length`` as LRA does."""
+    return [byte + VALUE_OFFSET for byte in text[:max_length]]
+
+
+def tokenize_pixels(pixels: np.ndarray) -> list[int]:
+    """Row-major pixel ids of a (H, W) uint8 image: a sequence of H*W tokens."""
+    return (pixels.reshape(-1).astype(np.int16) + VALUE_OFFSET).tolist()

@@ -122,17 +122,17 @@ def test_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: st
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
-def test_bad_bytes_name_the_file(tmp_path: Path) -> None:
+def test_bad_bytes_name_the_file_and_line(tmp_path: Path) -> None:
     directory = tmp_path / "listops-1000"
     directory.mkdir()
     for split in ("train", "val", "test"):
         (directory / f"basic_{split}.tsv").write_bytes(b"Source\tTarget\n( [MIN 1 \xff ] )\t1\n")
-    with pytest.raises(DataFileError, match=r"basic_train.tsv: bytes at offset \d+ are not valid UTF-8"):
+    with pytest.raises(DataFileError, match=r"basic_train.tsv:2: bytes at column 10 are not valid UTF-8"):
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
 def test_missing_release_names_task_path_file_and_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(DataFileError, match=r"task 'listops': expected file 'listops-1000/basic_train.tsv' under .* does not exist; the LRA release \(https://"):
+    with pytest.raises(DataFileError, match=r"task 'listops': expected file 'listops-1000/basic_train.tsv' under .* does not exist; it comes from https://storage.googleapis.com/long-range-arena/lra_release.gz"):
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
     monkeypatch.delenv("LRA_DATA_DIR", raising=False)
     with pytest.raises(DataFileError, match="pass --data-dir or set LRA_DATA_DIR"):

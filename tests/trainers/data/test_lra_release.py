@@ -1,0 +1,150 @@
+"""LRA release loaders read tiny files written here in each official format."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from trainers.data.batches import iterate_pair_batches
+from trainers.data.lra_files import DataFileError
+from trainers.data.tasks import image_release, pathfinder_release, retrieval_release, text_release
+from trainers.data.tokenize import VALUE_OFFSET
+
+
+def write_imdb(root: Path, reviews: dict[str, dict[str, list[bytes]]]) -> None:
+    for split, by_sentiment in reviews.items():
+        for sentiment, texts in by_sentiment.items():
+            folder = root / "aclImdb" / split / sentiment
+            folder.mkdir(parents=True)
+            for index, text in enumerate(texts):
+                (folder / f"{index}_7.txt").write_bytes(text)
+
+
+def test_text_reads_reviews_as_truncated_bytes(tmp_path: Path) -> None:
+    review = "Très bon film.".encode()
+    write_imdb(tmp_path, {split: {"neg": [b"Awful."], "pos": [review, b"Great!"]} for split in ("train", "test")})
+    splits = text_release(tmp_path, max_length=8, cache_dir=tmp_path / "cache")
+    assert splits["train"]["label"] == [0, 1, 1]
+    assert splits["train"][1]["tokens"] == [byte + VALUE_OFFSET for byte in review[:8]]
+    assert splits["train"][0]["length"] == len(b"Awful.")
+    assert splits["val"]["tokens"] == splits["test"]["tokens"]  # LRA evaluates on the test reviews
+
+
+def test_text_missing_folder_names_task_path_and_source(tmp_path: Path) -> None:
+    write_imdb(tmp_path, {"train": {"neg": [b"x"], "pos": [b"y"]}})
+    with pytest.raises(DataFileError, match=r"task 'text': expected directory 'aclImdb/test' under .* it comes from https://ai.stanford.edu"):
+        text_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+AAN_ROWS = ["1.0\tP01-1001\tP02-2002\tfirst paper text\tsecond \"quoted\" text", "0.0\tP03-3003\tP04-4004\tshort\tanother document"]
+
+
+def write_aan(root: Path, rows: dict[str, list[str]]) -> None:
+    (root / "tsv_data").mkdir(parents=True)
+    for name in ("train", "eval", "test"):
+        (root / "tsv_data" / f"new_aan_pairs.{name}.tsv").write_text("\n".join(rows.get(name, AAN_ROWS)) + "\n")
+
+
+def test_retrieval_reads_pairs_and_batches_two_towers(tmp_path: Path) -> None:
+    write_aan(tmp_path, {})
+    splits = retrieval_release(tmp_path, max_length=10, cache_dir=tmp_path / "cache")
+    first = splits["train"][0]
+    assert first["label"] == 1
+    assert first["tokens1"] == [byte + VALUE_OFFSET for byte in b"first pape"]
+    assert first["tokens2"] == [byte + VALUE_OFFSET for byte in b'second "qu']  # quotes are text, not quoting
+    (batch,) = iterate_pair_batches(splits["val"], 4, seed=0, shuffle=False)
+    assert batch["tokens1"].shape == batch["padding_mask1"].shape == (2, 10)
+    assert batch["padding_mask1"].sum(dim=1).tolist() == [10, 5]
+    assert batch["padding_mask2"].sum(dim=1).tolist() == [10, 10]
+    assert batch["labels"].tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("1\tA\tB\tonly four", "new_aan_pairs.eval.tsv:2: expected 5 tab-separated columns, found 4"),
+        ("yes\tA\tB\tx\ty", "new_aan_pairs.eval.tsv:2: label 'yes' is not an integer"),
+        ("2\tA\tB\tx\ty", "new_aan_pairs.eval.tsv:2: label 2 is outside 0..1"),
+    ],
+)
+def test_retrieval_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
+    write_aan(tmp_path, {"eval": [AAN_ROWS[0], row]})
+    with pytest.raises(DataFileError, match=message):
+        retrieval_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def write_cifar(root: Path, images_per_batch: int, rng: np.random.Generator, labels: list[int] | None = None) -> dict[str, np.ndarray]:
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    written = {}
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data = rng.integers(0, 256, size=(images_per_batch, 3072), dtype=np.uint8)
+        batch_labels = labels if labels is not None else rng.integers(0, 10, size=images_per_batch).tolist()
+        with (folder / name).open("wb") as handle:
+            pickle.dump({b"data": data, b"labels": batch_labels, b"batch_label": name.encode()}, handle)
+        written[name] = data
+    return written
+
+
+def test_image_is_grayscale_1024_pixel_tokens(tmp_path: Path) -> None:
+    written = write_cifar(tmp_path, 4, np.random.default_rng(0))
+    splits = image_release(tmp_path, cache_dir=tmp_path / "cache")
+    assert (splits["train"].num_rows, splits["val"].num_rows, splits["test"].num_rows) == (18, 2, 4)
+    rgb = written["data_batch_1"][0].reshape(3, 1024).astype(float)
+    luma = np.rint(0.2989 * rgb[0] + 0.5870 * rgb[1] + 0.1140 * rgb[2])  # ITU-R 601 weights
+    tokens = np.array(splits["train"][0]["tokens"])
+    assert tokens.shape == (1024,)
+    assert np.array_equal(tokens, luma + VALUE_OFFSET)
+
+
+def test_image_bad_label_names_file_and_example(tmp_path: Path) -> None:
+    write_cifar(tmp_path, 3, np.random.default_rng(0), labels=[1, 10, 2])
+    with pytest.raises(DataFileError, match=r"data_batch_1: example 1: label 10 is outside 0..9"):
+        image_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def write_pathfinder(root: Path, examples: int, rng: np.random.Generator, extra_row: str = "") -> tuple[Path, list[np.ndarray]]:
+    base = root / "pathfinder32" / "curv_contour_length_14"
+    (base / "imgs" / "0").mkdir(parents=True)
+    (base / "metadata").mkdir()
+    images, rows = [], []
+    for index in range(examples):
+        pixels = rng.integers(0, 256, size=(32, 32), dtype=np.uint8)
+        Image.fromarray(pixels, mode="L").save(base / "imgs" / "0" / f"sample_{index}.png")
+        images.append(pixels)
+        rows.append(f"imgs/0 sample_{index}.png 0 {index % 2} 1.8 6 2.0 5 1.5 1 1")
+    (base / "metadata" / "0.npy").write_text("\n".join(rows + ([extra_row] if extra_row else [])) + "\n")
+    return base, images
+
+
+def test_pathfinder_reads_metadata_and_pngs(tmp_path: Path) -> None:
+    _, images = write_pathfinder(tmp_path, 10, np.random.default_rng(0))
+    splits = pathfinder_release(tmp_path, cache_dir=tmp_path / "cache")
+    assert (splits["train"].num_rows, splits["val"].num_rows, splits["test"].num_rows) == (8, 1, 1)
+    assert splits["train"]["label"] == [0, 1] * 4
+    assert splits["test"][0]["tokens"] == (images[9].reshape(-1).astype(int) + VALUE_OFFSET).tolist()
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("imgs/0 sample_0.png 0", r"0.npy:4: expected at least 4 space-separated fields"),
+        ("imgs/0 sample_0.png 0 3 1.8", r"0.npy:4: label 3 is outside 0..1"),
+        ("imgs/0 sample_9.png 0 1 1.8", r"0.npy:4: image .*sample_9.png does not exist"),
+    ],
+)
+def test_pathfinder_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
+    write_pathfinder(tmp_path, 3, np.random.default_rng(0), extra_row=row)
+    with pytest.raises(DataFileError, match=message):
+        pathfinder_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def test_pathfinder_wrong_image_size_names_the_image(tmp_path: Path) -> None:
+    base, _ = write_pathfinder(tmp_path, 2, np.random.default_rng(0))
+    Image.fromarray(np.zeros((16, 16), dtype=np.uint8), mode="L").save(base / "imgs" / "0" / "sample_1.png")
+    with pytest.raises(DataFileError, match=r"sample_1.png: expected a 32x32 image, found 16x16"):
+        pathfinder_release(tmp_path, cache_dir=tmp_path / "cache")
