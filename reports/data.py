@@ -1,0 +1,69 @@
+"""Study store -> pandas: one row per trial, and the Pareto set against MHA baselines.
+
+Pure data preparation: no plotting here (plots are thin builders over these frames).
+"""
+
+from __future__ import annotations
+
+import optuna
+import pandas as pd
+
+ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
+ATTRIBUTE_COLUMNS = (
+    "baseline", "seed", "parameters", "attention_parameters", FLOPS, "examples_per_s", "tokens_per_s",
+    "peak_memory_bytes", "wall_seconds", "device", "reached_step", "pruned_at_step", "error", "ray_trial_id",
+)  # fmt: skip
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per finished or running trial.
+
+    Columns: ``number``, ``state``, every knob (Optuna params), the attributes in
+    ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value of a complete trial,
+    the last reported value of a pruned one (``state`` tells which).
+    """
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        row = {"number": trial.number, "state": trial.state.name, **trial.params}
+        row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
+        if trial.state == optuna.trial.TrialState.COMPLETE:
+            row[ACCURACY] = trial.values[0]
+        elif trial.intermediate_values:
+            row[ACCURACY] = trial.intermediate_values[max(trial.intermediate_values)]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
+    return frame
+
+
+def pareto_mask(frame: pd.DataFrame) -> pd.Series:
+    """Complete trials that no other complete trial beats on accuracy and FLOPs together."""
+    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+    mask = pd.Series(False, index=frame.index)
+    for index, row in complete.iterrows():
+        dominated = (
+            (complete[ACCURACY] >= row[ACCURACY]) & (complete[FLOPS] <= row[FLOPS])
+            & ((complete[ACCURACY] > row[ACCURACY]) | (complete[FLOPS] < row[FLOPS]))
+        )  # fmt: skip
+        mask[index] = not dominated.any()
+    return mask
+
+
+def beats_baselines(frame: pd.DataFrame) -> pd.DataFrame:
+    """Complete DAMCHA trials on the Pareto front that match or beat an MHA baseline at lower or equal FLOPs.
+
+    Returns:
+        Those rows, with ``matched_baseline`` (the baseline's trial number), best accuracy first.
+    """
+    if frame.empty:
+        return frame
+    front = frame[pareto_mask(frame) & ~frame["baseline"]]
+    baselines = frame[(frame["state"] == "COMPLETE") & frame["baseline"]]
+    rows = []
+    for _, row in front.iterrows():
+        matched = baselines[(baselines[FLOPS] >= row[FLOPS]) & (baselines[ACCURACY] <= row[ACCURACY])]
+        if not matched.empty:
+            rows.append(row | {"matched_baseline": int(matched.sort_values(ACCURACY).iloc[-1]["number"])})
+    return pd.DataFrame(rows).sort_values(ACCURACY, ascending=False) if rows else front.iloc[0:0]

@@ -1,0 +1,237 @@
+"""The Optuna study as the record of a run: asks trials, writes every report and outcome.
+
+Ray's own ``OptunaSearch`` drops what this product must keep (intermediate values in
+multi-objective studies, the last report, pruned states, user attributes), so the
+bridge is ours: a ``Ledger`` owns the Optuna study in the driver process (the only
+writer), ``LedgerSearcher`` lets Ray Tune ask it for configurations and
+``LedgerCallback`` hands it every result and ending.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from ray.tune import Callback
+from ray.tune.search import Searcher
+
+from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
+from search_space.space import SearchSpace, SearchSpaceError, Value
+from studies.registry import Preset, Study
+
+COST_ATTRIBUTES = (
+    "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s",
+    "peak_memory_bytes", "wall_seconds", "device", "train_loss",
+)  # fmt: skip
+MAX_RESAMPLES = 50
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """A trial to ask, with knob values fixed before the sampler fills in the rest."""
+
+    fixed: Mapping[str, Value]
+    baseline: bool = False
+    retry_of: int | None = None
+
+
+def recover_interrupted(study: optuna.Study) -> list[PlannedTrial]:
+    """Mark trials left RUNNING by a dead run as failed, and plan their retries.
+
+    Returns:
+        One retry per interrupted trial, with all its knob values fixed.
+    """
+    retries = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        optuna.Trial(study, trial._trial_id).set_user_attr("error", "left RUNNING by an interrupted run; its configuration is retried")
+        study.tell(trial.number, state=TrialState.FAIL)
+        retries.append(PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number))
+    return retries
+
+
+class Ledger:
+    """Asks configurations of an Optuna study and records what the trials report.
+
+    Args:
+        study: The Optuna study (created or resumed by the caller).
+        definition: The study definition.
+        preset: Its budget.
+        space: The preset's search space.
+        queue: Trials to ask first (retries, then baselines), in order.
+        searched: Trials asked after the queue.
+        fixed: Values of non-searched knobs chosen by the user.
+        seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``.
+        run_attributes: User attributes every trial gets (preset, code version, task).
+        cache_dir: The data cache the workers read.
+    """
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        definition: Study,
+        preset: Preset,
+        space: SearchSpace,
+        queue: list[PlannedTrial],
+        searched: int,
+        fixed: Mapping[str, Value],
+        seed: int,
+        run_attributes: Mapping[str, Any],
+        cache_dir: str,
+    ) -> None:
+        self.study, self.definition, self.preset, self.space = study, definition, preset, space
+        self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
+        self.run_attributes, self.cache_dir = dict(run_attributes), cache_dir
+        self.total = len(queue) + searched
+        self.asked = 0
+        self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
+        self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        self.durations: list[float] = []
+        self.best_accuracy = -math.inf
+        self._sampler = study.sampler
+
+    def ask(self, ray_trial_id: str) -> dict[str, Any] | None:
+        """The next trial's configuration for the trainable, or None when the budget is spent.
+
+        Raises:
+            SearchSpaceError: the sampler kept proposing forbidden combinations.
+        """
+        if self.asked >= self.total:
+            return None
+        planned = self.queue.pop(0) if self.queue else PlannedTrial(fixed=self.definition.searched_values)
+        self.asked += 1
+        for _ in range(MAX_RESAMPLES):
+            trial, sampled = self._sample(planned.fixed)
+            try:
+                knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
+            except SearchSpaceError as error:  # a forbidden combination: not a training trial
+                trial.set_user_attr("error", f"rejected before training: {error}")
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            return self._start(trial, knobs, planned, ray_trial_id)
+        raise SearchSpaceError(f"{MAX_RESAMPLES} sampled configurations in a row broke the study's rules; check its domains")
+
+    def _sample(self, fixed: Mapping[str, Value]) -> tuple[optuna.Trial, dict[str, Value]]:
+        """Ask a trial and sample it define-by-run, with the searched knobs in ``fixed`` pinned."""
+        pinned = {name: value for name, value in fixed.items() if name in self.space.searched}
+        if pinned:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.sampler = optuna.samplers.PartialFixedSampler(pinned, self._sampler)
+        try:  # the trial consults the study's sampler at every suggest, not only at ask
+            trial = self.study.ask()
+            return trial, self.space.suggest(trial)
+        finally:
+            self.study.sampler = self._sampler
+
+    def _fixed_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
+        """The preset's and the user's non-searched values, for knobs that exist in this trial."""
+        values = dict(self.preset.fixed) | self.fixed
+        active = self.space.defaults() | trial.params | values
+        return {name: value for name, value in values.items() if self.space.knobs[name].active(active)}
+
+    def _start(self, trial: optuna.Trial, knobs: dict[str, Value], planned: PlannedTrial, ray_trial_id: str) -> dict[str, Any]:
+        train = asdict(self.preset.train) | {k: v for k, v in knobs.items() if k in TRAINING_KNOBS}
+        train["seed"] = self.seed * 100_000 + trial.number
+        model = self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS}
+        attributes = self.run_attributes | {
+            "baseline": planned.baseline,
+            "seed": train["seed"],
+            "ray_trial_id": ray_trial_id,
+            "model_config": model,
+            "train_config": train,
+        }
+        if planned.retry_of is not None:
+            attributes["retry_of"] = planned.retry_of
+        for name, value in attributes.items():
+            trial.set_user_attr(name, value)
+        self.open[trial.number] = trial
+        return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir}
+
+    def record_report(self, number: int, result: Mapping[str, Any]) -> None:
+        """Store one report's validation accuracy as the intermediate value at its step."""
+        trial = self.open.get(number)
+        if trial is None or "val_accuracy" not in result:
+            return
+        # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
+        self.study._storage.set_trial_intermediate_value(trial._trial_id, int(result["step"]), float(result["val_accuracy"]))
+
+    def finish(self, number: int, last: Mapping[str, Any] | None, error: str | None) -> None:
+        """Record a trial's ending: COMPLETE after its last step, PRUNED when stopped early, FAIL on error."""
+        trial = self.open.pop(number, None)
+        if trial is None:
+            return
+        last = last or {}
+        for name in COST_ATTRIBUTES:
+            if name in last:
+                trial.set_user_attr(name, last[name])
+        if "step" in last:
+            trial.set_user_attr("reached_step", int(last["step"]))
+        if error is not None:
+            trial.set_user_attr("error", error)
+            state, values = TrialState.FAIL, None
+        elif last.get("final"):
+            state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
+            self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
+        elif "step" in last:
+            trial.set_user_attr("pruned_at_step", int(last["step"]))
+            state, values = TrialState.PRUNED, None
+        else:
+            trial.set_user_attr("error", "stopped before its first report")
+            state, values = TrialState.FAIL, None
+        self.study.tell(trial, values, state=state)
+        self.finished[state.name] += 1
+        if "wall_seconds" in last:
+            self.durations.append(float(last["wall_seconds"]))
+
+    def finished_count(self) -> int:
+        return sum(self.finished.values())
+
+
+class LedgerSearcher(Searcher):
+    """Ray Tune asks the ledger for each trial's configuration."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        config = self.ledger.ask(trial_id)
+        return Searcher.FINISHED if config is None else config
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """Endings are recorded by ``LedgerCallback``, which sees the error text."""
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the Optuna store is the state, and a re-run resumes from it."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """See ``save``."""
+
+
+class LedgerCallback(Callback):
+    """Hands every result and trial ending to the ledger (runs in the driver)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
+        self.ledger.record_report(trial.config["number"], result)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
+        self.ledger.finish(trial.config["number"], trial.last_result, None)
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
+        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial))
+
+
+def _error_text(trial) -> str:
+    """The last line of the trial's traceback (the exception), with the full text after it."""
+    text = (trial.get_error() or "").strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), "unknown error")
+    return f"{exception}\n\n{text[-4000:]}" if text else exception

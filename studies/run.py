@@ -1,0 +1,100 @@
+"""Run a named study: ``python -m studies.run NAME [options]``; ``--list`` shows the studies.
+
+Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL; nothing
+is written), 1 an unexpected error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from search_space.space import SearchSpaceError, Value
+from storage import DEFAULT_STORAGE_URL, StorageURLError
+from studies.registry import STUDIES, get_study
+from studies.runner import RunOptions, StudyOptionError, run_study
+from trainers.registry import UnknownNameError
+
+EPILOG = """examples:
+  python -m studies.run lra_sharing                       # the quick preset, local Ray, SQLite store
+  python -m studies.run lra_sharing --preset smoke        # a whole study in about a minute
+  python -m studies.run lra_sharing --fix num_heads=4     # pin a knob (a separate study)
+  optuna-dashboard sqlite:///runs/optuna.db               # browse the store
+"""
+
+
+def parse_knob_value(text: str) -> Value:
+    """``"4"`` -> 4, ``"1e-3"`` -> 0.001, anything else stays a string."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _fix(text: str) -> tuple[str, Value]:
+    name, separator, value = text.partition("=")
+    if not separator or not name or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KNOB=VALUE (e.g. num_heads=4)")
+    return name.strip(), parse_knob_value(value.strip())
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, with every option's default in its help."""
+    parser = argparse.ArgumentParser(
+        prog="python -m studies.run",
+        description="Run a DAMCHA study: trials on Ray Tune, every trial in an Optuna store, an HTML report.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("name", nargs="?", help="study to run (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the studies and exit")
+    parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
+    parser.add_argument("--trials", type=_positive_int, help="trials in the study, baselines and finished ones included (default: the preset's)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"Optuna storage URL (default: {DEFAULT_STORAGE_URL})")
+    parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray on this machine's CPUs)")
+    parser.add_argument("--cpus-per-trial", type=float, help="CPUs per trial (default: the preset's, 1 for smoke/quick)")
+    parser.add_argument("--gpus-per-trial", type=float, help="GPUs per trial, fractions allowed (default: the preset's, 0 for smoke/quick)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sampler and of every trial's training (default: 0)")
+    parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
+    parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
+    parser.add_argument("--fix", type=_fix, action="append", default=[], metavar="KNOB=VALUE",
+                        help="pin a knob for every trial; repeatable (default: none)")
+    parser.add_argument("--data-cache", type=Path, help="data cache directory (default: $DAMCHA_DATA_CACHE, else runs/data)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        width = max(len(name) for name in STUDIES)
+        for name, study in STUDIES.items():
+            print(f"{name:<{width}}  {study.summary}")
+        return 0
+    if args.name is None:
+        parser.error("the study name is required (see --list)")
+    options = RunOptions(
+        preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, seed=args.seed,
+        report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache,
+    )  # fmt: skip
+    try:
+        run_study(get_study(args.name), options)
+    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError) as error:
+        parser.error(str(error))  # exit code 2, like any other bad option
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

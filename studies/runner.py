@@ -1,0 +1,222 @@
+"""Run a study: check everything, resume or create its Optuna study, run trials on Ray Tune, report."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import optuna
+import ray
+from optuna.trial import TrialState
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+
+from reports.html import write_report
+from search_space.space import SearchSpace, SearchSpaceError, Value
+from storage import DEFAULT_STORAGE_URL, open_storage, parse_storage_url
+from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
+from studies.progress import ProgressLine
+from studies.registry import Preset, Study
+from studies.summary import summary
+from studies.trainable import run_trial
+from studies.version import code_version
+from trainers.data.cache import default_cache_dir
+
+FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class StudyOptionError(ValueError):
+    """An option that cannot be run; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything a run needs besides the study definition (the CLI's options)."""
+
+    preset: str | None = None
+    trials: int | None = None
+    storage: str = DEFAULT_STORAGE_URL
+    address: str | None = None
+    cpus_per_trial: float | None = None
+    gpus_per_trial: float | None = None
+    seed: int = 0
+    report: Path | None = None
+    fresh: bool = False
+    fixed: dict[str, Value] = field(default_factory=dict)
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a run left its results."""
+
+    study_name: str
+    storage: str
+    report: Path
+    counts: dict[str, int]
+
+
+def checked_fixes(study: Study, preset: Preset, fixed: dict[str, Value]) -> SearchSpace:
+    """Check user-fixed knob values against the preset's space; return that space.
+
+    Raises:
+        SearchSpaceError: an unknown knob, a value outside the preset's domain, or a
+            forbidden combination with the preset's values.
+    """
+    space = study.space_for(preset)
+    for name, value in fixed.items():
+        knob = space.knob(name)
+        if not knob.domain.contains(value):
+            where = f"the {preset.name} preset's domain" if name in space.searched else "its domain"
+            raise SearchSpaceError(f"knob {name}={value!r} is outside {where}: {knob.domain.describe()}")
+    for values in (dict(study.searched_values), *study.baselines(preset)):
+        space.resolve(values | dict(preset.fixed) | {k: v for k, v in fixed.items() if k not in values})
+    return space
+
+
+def _store_name(study: Study, preset: Preset, fixed: dict[str, Value]) -> str:
+    """Stable name; fixed knobs make a different study (its trials answer another question)."""
+    suffix = "".join(f"-{name}={value}" for name, value in sorted(fixed.items()))
+    return study.store_name(preset.name) + suffix
+
+
+def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+
+
+def _plan(study: Study, preset: Preset, store: optuna.Study, trials: int) -> tuple[list[PlannedTrial], int]:
+    """Retries, then missing baselines, then searched trials, within the budget.
+
+    Returns:
+        The queue of fixed trials and how many searched trials follow it.
+    """
+    retries = recover_interrupted(store)
+    finished = store.get_trials(deepcopy=False, states=FINISHED_STATES)
+    covered = [t.params for t in finished if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
+    baselines = [
+        PlannedTrial(fixed=values, baseline=True)
+        for values in study.baselines(preset)
+        if not any(all(params.get(k) == v for k, v in values.items()) for params in covered)
+    ]
+    remaining = max(trials - len(finished), 0)
+    queue = (retries + baselines)[:remaining]
+    return queue, remaining - len(queue)
+
+
+def _start_ray(address: str | None) -> bool:
+    """Join ``address`` (or ``RAY_ADDRESS``) or start a quiet local Ray; True when this call started it."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
+    address = address or os.environ.get("RAY_ADDRESS")
+    common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
+    if address:
+        ray.init(address=address, **common)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **common)
+    return True
+
+
+def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> RunOutcome:
+    """Run (or resume) a study and write its report.
+
+    Everything the user chose is checked before the store is touched or Ray starts.
+
+    Args:
+        study: The study definition.
+        options: The run's options.
+        out: Where the summary and messages go.
+
+    Returns:
+        The study's name, store, report path and trial counts.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
+            before anything is written.
+    """
+    preset = study.preset(options.preset)
+    space = checked_fixes(study, preset, options.fixed)
+    parse_storage_url(options.storage)
+    trials = options.trials if options.trials is not None else preset.trials
+    baselines = len(study.baselines(preset))
+    if trials < baselines:
+        raise StudyOptionError(f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}")
+    cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
+    gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
+    if cpus <= 0 or gpus < 0:
+        raise StudyOptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, got {cpus} and {gpus}")
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
+    storage = open_storage(options.storage)
+    name = _store_name(study, preset, options.fixed)
+    if options.fresh and (old := _existing(storage, name)) is not None:
+        new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {options.storage}; starting {new!r}", file=out)
+        name = new
+    store = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        directions=[objective.direction for objective in study.objectives],
+        sampler=optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=max(baselines + 2, 5)),
+        load_if_exists=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        store.set_metric_names([objective.metric for objective in study.objectives])
+    queue, searched = _plan(study, preset, store, trials)
+    report = options.report or Path("runs/reports") / f"{name}.html"
+    print(f"study {name}: {len(store.get_trials(states=FINISHED_STATES))} trials already finished; running {len(queue) + searched}", file=out)
+
+    if queue or searched:
+        cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+        preset.task.load(cache_dir)  # built once here; workers memory-map it
+        ledger = Ledger(
+            store, study, preset, space, queue, searched, options.fixed, options.seed,
+            {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()},
+            str(cache_dir),
+        )  # fmt: skip
+        started = _start_ray(options.address)
+        try:
+            _tune(ledger, preset, name, cpus, gpus)
+        finally:
+            if started:
+                ray.shutdown()
+
+    write_report(store, report)
+    counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
+    print(summary(store, options.storage, report), file=out)
+    return RunOutcome(study_name=name, storage=options.storage, report=report, counts=counts)
+
+
+def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float) -> None:
+    resources = ray.cluster_resources()
+    concurrency = max(1, min(int(resources.get("CPU", 1) // cpus), int(resources.get("GPU", 0) // gpus) if gpus else 10**6))
+    scheduler = ASHAScheduler(
+        time_attr="step", metric="val_accuracy", mode="max",
+        max_t=preset.train.steps, grace_period=preset.grace_steps, reduction_factor=2,
+    )  # fmt: skip
+    tuner = tune.Tuner(
+        tune.with_resources(run_trial, {"cpu": cpus, "gpu": gpus}),
+        tune_config=tune.TuneConfig(
+            search_alg=LedgerSearcher(ledger),
+            scheduler=scheduler,
+            num_samples=ledger.total,
+            trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(Path("runs/ray").resolve()),
+            callbacks=[LedgerCallback(ledger), ProgressLine(ledger, concurrency)],
+            verbose=0,
+        ),
+    )
+    tuner.fit()

@@ -1,0 +1,43 @@
+"""The one-screen summary printed at the end of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from reports.data import ACCURACY, FLOPS, beats_baselines, trials_frame
+
+KNOB_COLUMNS = ("d_model", "num_heads", "sharing", "metric_rank", "generator_depth")
+
+
+def _knobs(row) -> str:
+    return " ".join(f"{name}={row[name]}" for name in KNOB_COLUMNS if name in row and row[name] == row[name])
+
+
+def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
+    """Trials by state, the best baseline, the DAMCHA configurations that beat MHA per FLOP, and where things are."""
+    frame = trials_frame(study)
+    lines = [f"\n{study.study_name}"]
+    if frame.empty:
+        return "\n".join([*lines, "  no trials"])
+    counts = frame["state"].value_counts()
+    lines.append("  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")))
+    complete_baselines = frame[frame["baseline"] & (frame["state"] == "COMPLETE")]
+    if complete_baselines.empty:
+        lines.append("  best MHA baseline: none completed")
+    else:
+        best = complete_baselines.sort_values(ACCURACY).iloc[-1]
+        lines.append(f"  best MHA baseline: trial {best['number']}  acc {best[ACCURACY]:.3f}  {best[FLOPS]:.3g} FLOPs  {_knobs(best)}")
+    winners = beats_baselines(frame)
+    lines.append("  DAMCHA on the Pareto front, matching or beating MHA at lower or equal FLOPs:")
+    if winners.empty:
+        lines.append("    none")
+    for _, row in winners.iterrows():
+        lines.append(f"    trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {_knobs(row)}  (vs baseline trial {row['matched_baseline']})")
+    failed = frame[frame["state"] == "FAIL"]
+    for _, row in failed.head(3).iterrows():
+        lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")
+    lines.append(f"  store:  {storage_url}  (browse: optuna-dashboard {storage_url})")
+    lines.append(f"  report: {report}")
+    return "\n".join(lines)
