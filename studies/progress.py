@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any
 
 from ray.tune import Callback
 
@@ -33,25 +33,26 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
 class ProgressLine(Callback):
     """Rewrites one line on a terminal (or prints a line per change elsewhere), at most once a second."""
 
-    def __init__(self, ledger: Ledger, concurrency: int, stream: TextIO = sys.stderr) -> None:
-        self.ledger, self.concurrency, self.stream = ledger, concurrency, stream
+    def __init__(self, ledger: Ledger, concurrency: int) -> None:
+        self.ledger, self.concurrency = ledger, concurrency
         self.start = time.monotonic()
         self.last_shown, self.last_line = 0.0, ""
 
-    def on_step(self, iteration: int, trials: list, **info: Any) -> None:
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         now = time.monotonic()
         if now - self.last_shown < 1.0:
             return
         self.last_shown = now
         line = progress_line(self.ledger, now - self.start, self.concurrency)
-        if self.stream.isatty():
-            self.stream.write("\r" + line.ljust(len(self.last_line)))
+        stream = sys.stderr  # looked up at each write: Tune pickles its callbacks, and streams don't pickle
+        if stream.isatty():
+            stream.write("\r" + line.ljust(len(self.last_line)))
         elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+            stream.write(line + "\n")
+        stream.flush()
         self.last_line = line
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         line = progress_line(self.ledger, time.monotonic() - self.start, self.concurrency)
-        self.stream.write(("\r" if self.stream.isatty() else "") + line + "\n")
-        self.stream.flush()
+        sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + "\n")
+        sys.stderr.flush()

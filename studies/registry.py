@@ -118,9 +118,8 @@ class Study:
         """The search space narrowed to a preset's domains."""
         return self.space.narrowed(preset.domains)
 
-    def baselines(self, preset: Preset) -> list[dict[str, Value]]:
-        """One baseline per combination of the grid knobs' values in the preset."""
-        space = self.space_for(preset)
+    def baselines(self, space: SearchSpace) -> list[dict[str, Value]]:
+        """One baseline per combination of the grid knobs' values in ``space`` (a preset's, maybe narrowed)."""
         grids = [space.knobs[name].domain for name in self.baseline_grid]
         assert all(isinstance(domain, Choice) for domain in grids), "baseline grid knobs must be choices"
         return [
@@ -173,14 +172,14 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 train=TrainConfig(steps=400, batch_size=32, warmup_steps=40, eval_every=100, learning_rate=2e-3),
                 fixed={"num_layers": 4, "mlp_width": 128},
                 domains={
-                    "d_model": Choice((64,)),
+                    "d_model": Choice((32, 64)),
                     "num_heads": Choice((2, 4)),
                     "sharing": Choice(("layer", "group:2", "stack")),
                     "metric_rank": Choice((4, 8, 16)),
                     "generator_depth": Choice((0, 1, 2)),
                 },
-                trials=16,
-                grace_steps=100,
+                trials=24,
+                grace_steps=200,
             ),
             Preset(
                 name="full",

@@ -18,7 +18,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
 from reports.html import write_report
-from search_space.space import SearchSpace, SearchSpaceError, Value
+from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, open_storage, parse_storage_url
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
 from studies.progress import ProgressLine
@@ -62,22 +62,45 @@ class RunOutcome:
     counts: dict[str, int]
 
 
-def checked_fixes(study: Study, preset: Preset, fixed: dict[str, Value]) -> SearchSpace:
-    """Check user-fixed knob values against the preset's space; return that space.
+def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
+    """Check the user's fixed knob values and apply them.
+
+    A fixed searched knob narrows the preset's space to that one value (for baselines
+    too); other fixed knobs override the preset's values.
+
+    Returns:
+        The space to sample, and the fixed values of knobs it does not search.
 
     Raises:
-        SearchSpaceError: an unknown knob, a value outside the preset's domain, or a
-            forbidden combination with the preset's values.
+        SearchSpaceError: an unknown knob, a knob the study sets itself, a value outside
+            the preset's domain, or a forbidden combination.
     """
     space = study.space_for(preset)
     for name, value in fixed.items():
         knob = space.knob(name)
+        if name in study.searched_values or name in study.baseline_values:
+            raise SearchSpaceError(f"knob {name!r} is set by study {study.name!r} itself (searched trials: "
+                                   f"{study.searched_values.get(name)!r}, baselines: {study.baseline_values.get(name)!r})")
         if not knob.domain.contains(value):
             where = f"the {preset.name} preset's domain" if name in space.searched else "its domain"
             raise SearchSpaceError(f"knob {name}={value!r} is outside {where}: {knob.domain.describe()}")
-    for values in (dict(study.searched_values), *study.baselines(preset)):
-        space.resolve(values | dict(preset.fixed) | {k: v for k, v in fixed.items() if k not in values})
-    return space
+    space = space.narrowed({name: Choice((value,)) for name, value in fixed.items() if name in space.searched})
+    others = {name: value for name, value in fixed.items() if name not in space.searched}
+    for values in (dict(study.searched_values), *study.baselines(space)):
+        space.resolve(values | dict(preset.fixed) | others)
+    return space, others
+
+
+def _sampler(objectives: int, trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """TPE for one objective; NSGA-II for several.
+
+    Optuna's multi-objective TPE fails on pruned trials that have intermediate values
+    (optuna#5260: it asks the study for a single direction), and this product keeps
+    both the pruned trials and their curves.
+    """
+    if objectives == 1:
+        return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=min(50, max(4, trials // 4)))
 
 
 def _store_name(study: Study, preset: Preset, fixed: dict[str, Value]) -> str:
@@ -93,7 +116,7 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
         return None
 
 
-def _plan(study: Study, preset: Preset, store: optuna.Study, trials: int) -> tuple[list[PlannedTrial], int]:
+def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int) -> tuple[list[PlannedTrial], int]:
     """Retries, then missing baselines, then searched trials, within the budget.
 
     Returns:
@@ -104,7 +127,7 @@ def _plan(study: Study, preset: Preset, store: optuna.Study, trials: int) -> tup
     covered = [t.params for t in finished if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
-        for values in study.baselines(preset)
+        for values in study.baselines(space)
         if not any(all(params.get(k) == v for k, v in values.items()) for params in covered)
     ]
     remaining = max(trials - len(finished), 0)
@@ -144,10 +167,10 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
             before anything is written.
     """
     preset = study.preset(options.preset)
-    space = checked_fixes(study, preset, options.fixed)
+    space, fixed_others = pinned_space(study, preset, options.fixed)
     parse_storage_url(options.storage)
     trials = options.trials if options.trials is not None else preset.trials
-    baselines = len(study.baselines(preset))
+    baselines = len(study.baselines(space))
     if trials < baselines:
         raise StudyOptionError(f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}")
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
@@ -166,13 +189,13 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         study_name=name,
         storage=storage,
         directions=[objective.direction for objective in study.objectives],
-        sampler=optuna.samplers.TPESampler(seed=options.seed, n_startup_trials=max(baselines + 2, 5)),
+        sampler=_sampler(len(study.objectives), trials, options.seed),
         load_if_exists=True,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         store.set_metric_names([objective.metric for objective in study.objectives])
-    queue, searched = _plan(study, preset, store, trials)
+    queue, searched = _plan(study, space, store, trials)
     report = options.report or Path("runs/reports") / f"{name}.html"
     print(f"study {name}: {len(store.get_trials(states=FINISHED_STATES))} trials already finished; running {len(queue) + searched}", file=out)
 
@@ -180,7 +203,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
         ledger = Ledger(
-            store, study, preset, space, queue, searched, options.fixed, options.seed,
+            store, study, preset, space, queue, searched, fixed_others, options.seed,
             {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()},
             str(cache_dir),
         )  # fmt: skip
@@ -210,6 +233,7 @@ def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float) -
             search_alg=LedgerSearcher(ledger),
             scheduler=scheduler,
             num_samples=ledger.total,
+            max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
             trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
         ),
         run_config=tune.RunConfig(

@@ -17,3 +17,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One real local Ray instance for the whole session (2 CPUs, no dashboard)."""
+    import logging
+
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    yield ray
+    ray.shutdown()

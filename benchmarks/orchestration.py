@@ -1,0 +1,69 @@
+"""Orchestration overhead: one trial through Ray Tune + Optuna + SQLite against the same training called directly.
+
+    python -m benchmarks.orchestration              # a trial of about 60 s (the target: overhead <= 5%)
+    python -m benchmarks.orchestration --steps 100  # a shorter check
+
+Both runs train the same configuration (the quick preset's MHA baseline, same seed, one
+thread) on the same cached data, one after the other in this process, so the ratio is
+measured side by side. The orchestrated time counts from the call to the study runner
+to its return: starting local Ray, the store, the trial, the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from search_space.space import Choice
+from studies.registry import LRA_SHARING
+from studies.runner import RunOptions, run_study
+from trainers.config import ModelConfig
+from trainers.train import TrainConfig, train
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=800, help="training steps of the trial (default: 800, about 60 s here)")
+    args = parser.parse_args(argv)
+
+    quick = LRA_SHARING.preset("quick")
+    preset = dataclasses.replace(
+        quick,
+        name="bench",
+        train=dataclasses.replace(quick.train, steps=args.steps, eval_every=args.steps),
+        domains=dict(quick.domains) | {"num_heads": Choice((4,))},  # one MHA baseline = the one trial
+        trials=1,
+    )
+    study = dataclasses.replace(LRA_SHARING, presets={"bench": preset}, default_preset="bench")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        cache = root / "data"
+        splits = preset.task.load(cache)
+        model = ModelConfig(**preset.task.model_fields(), **preset.fixed, attention="mha", d_model=64, num_heads=4)
+        torch.set_num_threads(1)  # what a 1-CPU Ray trial gets
+        start = time.perf_counter()
+        train(model, dataclasses.replace(preset.train, seed=0, device="cpu"), splits)
+        direct = time.perf_counter() - start
+
+        os.chdir(root)
+        start = time.perf_counter()
+        outcome = run_study(study, RunOptions(storage=f"sqlite:///{root / 'store.db'}", cache_dir=cache), out=io.StringIO())
+        orchestrated = time.perf_counter() - start
+
+    print(f"one trial, {args.steps} steps, quick preset MHA baseline (d_model=64, 4 heads), 1 thread")
+    print(f"direct train():                 {direct:7.1f} s")
+    print(f"studies.run (Ray+Optuna+SQLite): {orchestrated:7.1f} s   trials {outcome.counts['COMPLETE']} complete")
+    print(f"overhead:                       {orchestrated - direct:7.1f} s = {(orchestrated / direct - 1) * 100:.1f}% of the direct run")
+
+
+if __name__ == "__main__":
+    main()

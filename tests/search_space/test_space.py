@@ -1,0 +1,64 @@
+"""Knobs sample define-by-run with their conditions, and bad configurations are named."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from search_space.knobs import KNOBS, RULES
+from search_space.space import Choice, SearchSpace, SearchSpaceError
+
+SPACE = SearchSpace(knobs=KNOBS, searched=("attention", "num_heads", "metric_rank", "generator_depth", "generator_width"), rules=RULES)
+
+
+def test_damcha_knobs_exist_only_for_damcha_trials() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(30):
+        trial = study.ask()
+        values = SPACE.suggest(trial)
+        seen.add(values["attention"])
+        damcha_knobs = {"metric_rank", "generator_depth"} & set(trial.params)
+        assert bool(damcha_knobs) == (values["attention"] == "damcha")
+        study.tell(trial, 0.0)
+    assert seen == {"mha", "damcha"}
+
+
+def test_resolve_completes_with_defaults_and_drops_inactive_knobs() -> None:
+    resolved = SPACE.resolve({"attention": "mha", "num_heads": 8})
+    assert resolved["num_heads"] == 8 and resolved["d_model"] == KNOBS["d_model"].default
+    assert "metric_rank" not in resolved
+    assert SPACE.resolve({"attention": "damcha"})["metric_rank"] == KNOBS["metric_rank"].default
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"metric_rnk": 4}, "unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
+        ({"metric_rank": 3}, r"knob metric_rank=3 is outside its domain: one of 1, 2, 4"),
+        ({"num_layers": 2.5}, r"knob num_layers=2.5 is outside its domain: an integer in 1..12"),
+        ({"attention": "mha", "metric_rank": 4}, r"knob metric_rank=4 applies only when attention in \('damcha',\)"),
+        ({"attention": "damcha", "d_model": 32, "num_heads": 16, "metric_rank": 64},
+         r"forbidden combination metric_rank=64, d_model=32: metric_rank must be at most d_model"),
+        ({"d_model": 64, "num_heads": 32, "attention": "damcha", "sharing": "group:4", "num_layers": 2},
+         r"forbidden combination sharing='group:4', num_layers=2"),
+    ],
+)
+def test_bad_configurations_are_named(values: dict, message: str) -> None:
+    with pytest.raises(SearchSpaceError, match=message):
+        SPACE.resolve(values)
+
+
+def test_narrowing_checks_the_full_domain_and_searched_knobs() -> None:
+    assert SPACE.narrowed({"num_heads": Choice((2, 4))}).knobs["num_heads"].domain == Choice((2, 4))
+    with pytest.raises(SearchSpaceError, match="knob num_heads=3 is outside its domain"):
+        SPACE.narrowed({"num_heads": Choice((2, 3))})
+    with pytest.raises(SearchSpaceError, match="knob 'sharing' is not searched"):
+        SPACE.narrowed({"sharing": Choice(("layer",))})
+
+
+def test_choice_does_not_confuse_types() -> None:
+    assert not Choice((1, 2)).contains(True)
+    assert not Choice((1, 2)).contains("1")
+    assert Choice((1, "full")).contains("full")

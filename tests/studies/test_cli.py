@@ -1,0 +1,65 @@
+"""Bad input exits with code 2, a message naming the problem, and nothing written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from studies.registry import STUDIES
+from studies.run import build_parser, main
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    return exited.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["lra_sharng"], "unknown study 'lra_sharng'.*did you mean 'lra_sharing'"),
+        (["lra_sharing", "--preset", "smok"], "unknown preset 'smok'.*did you mean 'smoke'"),
+        (["lra_sharing", "--trials", "0"], "argument --trials: 0 must be >= 1"),
+        (["lra_sharing", "--preset", "smoke", "--trials", "1"], "--trials 1 is fewer than the 2 MHA baselines"),
+        (["lra_sharing", "--fix", "metric_rnk=4"], "unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
+        (["lra_sharing", "--fix", "metric_rank"], "'metric_rank' is not KNOB=VALUE"),
+        (["lra_sharing", "--preset", "smoke", "--fix", "metric_rank=16"], r"knob metric_rank=16 is outside the smoke preset's domain: one of 4, 8"),
+        (["lra_sharing", "--fix", "metric_mode=rowsum", "--fix", "metric_form=mahalanobis"],
+         "forbidden combination metric_mode='rowsum', metric_form='mahalanobis'"),
+        (["lra_sharing", "--fix", "attention=mha"], "knob 'attention' is set by study 'lra_sharing' itself"),
+        (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
+        (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
+        (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
+        ([], "the study name is required"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(argv: list[str], message: str, capsys, tmp_path: Path) -> None:
+    code, error = exit_code_and_error(argv, capsys)
+    assert code == 2
+    assert re.search(message, error), error
+    assert list(tmp_path.iterdir()) == []  # no store, no report, no half-written study
+
+
+def test_list_shows_each_study_on_one_line(capsys) -> None:
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(STUDIES)
+    assert lines[0].startswith("lra_sharing ")
+
+
+def test_help_explains_every_option_with_its_default() -> None:
+    parser = build_parser()
+    text = parser.format_help()
+    for action in parser._actions:
+        if action.option_strings and action.dest not in ("help", "list"):
+            assert action.help and "default" in action.help, action.dest
+    for option in ("--preset", "--trials", "--storage", "--address", "--cpus-per-trial", "--gpus-per-trial", "--seed", "--report", "--fresh"):
+        assert option in text

@@ -1,0 +1,52 @@
+"""The ledger records each ending in a real SQLite store: complete, pruned, failed with its message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from storage import open_storage
+from studies.ledger import Ledger, PlannedTrial
+from studies.registry import LRA_SHARING
+
+PRESET = LRA_SHARING.preset("smoke")
+
+
+def make_ledger(tmp_path: Path, queue: list[PlannedTrial], searched: int) -> Ledger:
+    store = optuna.create_study(
+        study_name="ledger", storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"), directions=["maximize", "minimize"]
+    )
+    return Ledger(store, LRA_SHARING, PRESET, LRA_SHARING.space_for(PRESET), queue, searched, {}, 3, {"preset": "smoke"}, str(tmp_path))
+
+
+def report(step: int, final: bool = False) -> dict:
+    return {"step": step, "val_accuracy": step / 100, "final": final, "flops_per_example": 1000.0, "parameters": 10, "wall_seconds": 1.5}
+
+
+def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, baseline=True)], 3)
+    configs = [ledger.ask(f"ray-{i}") for i in range(4)]
+    assert ledger.ask("ray-4") is None  # budget spent
+    assert configs[0]["model"]["attention"] == "mha" and configs[0]["model"]["num_heads"] == 4
+    assert all(config["model"]["attention"] == "damcha" for config in configs[1:])
+    assert len({config["train"]["seed"] for config in configs}) == 4
+
+    for step in (20, 40, 60):
+        ledger.record_report(0, report(step, final=step == 60))
+    ledger.finish(0, report(60, final=True), None)
+    ledger.record_report(1, report(20))
+    ledger.finish(1, report(20), None)
+    ledger.finish(2, report(20), "ValueError: boom\n\nTraceback ...")
+    ledger.finish(3, None, None)
+
+    trials = ledger.study.get_trials()
+    assert trials[0].state == TrialState.COMPLETE and trials[0].values == [0.6, 1000.0]
+    assert trials[0].intermediate_values == {20: 0.2, 40: 0.4, 60: 0.6}
+    assert trials[0].user_attrs["baseline"] is True and trials[0].user_attrs["ray_trial_id"] == "ray-0"
+    assert trials[0].user_attrs["seed"] == 300_000 and trials[0].user_attrs["wall_seconds"] == 1.5
+    assert trials[1].state == TrialState.PRUNED and trials[1].user_attrs["pruned_at_step"] == 20 == trials[1].last_step
+    assert trials[2].state == TrialState.FAIL and trials[2].user_attrs["error"].startswith("ValueError: boom")
+    assert trials[3].state == TrialState.FAIL and trials[3].user_attrs["error"] == "stopped before its first report"
+    assert ledger.finished == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 2}

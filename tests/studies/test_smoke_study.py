@@ -1,0 +1,92 @@
+"""The smoke preset end to end on a real local Ray and SQLite store, read back with plain Optuna."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from studies.registry import LRA_SHARING
+from studies.run import main
+
+NAME = "lra_sharing-smoke-v1"
+PRESET = LRA_SHARING.preset("smoke")
+STEPS = PRESET.train.steps
+REPORT_STEPS = PRESET.train.report_steps()
+ATTRIBUTES = {
+    "baseline", "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s",
+    "peak_memory_bytes", "wall_seconds", "device", "seed", "ray_trial_id", "preset", "code_version",
+    "model_config", "train_config", "task", "reached_step",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
+    """Run the smoke study once, then simulate a dead run's trial and resume with two more trials."""
+    root = tmp_path_factory.mktemp("smoke")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        url = f"sqlite:///{root / 'store.db'}"
+        argv = ["lra_sharing", "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]
+        assert main(argv) == 0
+        first = optuna.load_study(study_name=NAME, storage=url).get_trials()
+
+        store = optuna.load_study(study_name=NAME, storage=url)  # a trial a killed driver left RUNNING
+        store.enqueue_trial({"attention": "damcha", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4, "generator_depth": 0})
+        dead = store.ask()
+        LRA_SHARING.space_for(PRESET).suggest(dead)
+
+        assert main([*argv, "--trials", str(len(first) + 2)]) == 0
+        second = optuna.load_study(study_name=NAME, storage=url).get_trials()
+    return {"root": root, "first": first, "second": second, "dead": dead.number}
+
+
+def test_every_trial_is_complete_or_pruned_with_its_record(smoke_run: dict) -> None:
+    trials = smoke_run["first"]
+    assert len(trials) == PRESET.trials
+    assert {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert any(t.state == TrialState.COMPLETE for t in trials)
+    for trial in trials:
+        assert ATTRIBUTES <= set(trial.user_attrs), ATTRIBUTES - set(trial.user_attrs)
+        steps = sorted(trial.intermediate_values)
+        assert steps == REPORT_STEPS[: len(steps)] and steps  # every report, in order
+        assert trial.user_attrs["reached_step"] == steps[-1]
+        if trial.state == TrialState.COMPLETE:
+            assert steps[-1] == STEPS  # the last report is kept too
+            assert trial.values == [trial.intermediate_values[STEPS], trial.user_attrs["flops_per_example"]]
+        else:
+            assert steps[-1] < STEPS and trial.user_attrs["pruned_at_step"] == steps[-1]
+    assert len({t.user_attrs["seed"] for t in trials}) == len(trials)
+
+
+def test_mha_baselines_run_first_at_every_head_count(smoke_run: dict) -> None:
+    trials = smoke_run["first"]
+    baselines = [t for t in trials if t.user_attrs["baseline"]]
+    assert [t.number for t in baselines] == [0, 1]
+    assert sorted(t.params["num_heads"] for t in baselines) == [2, 4]
+    assert all(t.params == {"attention": "mha", "d_model": 32, "num_heads": t.params["num_heads"]} for t in baselines)
+    searched = [t for t in trials if not t.user_attrs["baseline"]]
+    assert all(t.params["attention"] == "damcha" and {"sharing", "metric_rank", "generator_depth"} <= set(t.params) for t in searched)
+
+
+def test_report_holds_the_pareto_figure_and_works_offline(smoke_run: dict) -> None:
+    page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
+    assert 'id="pareto-figure"' in page and "Pareto front" in page
+    assert re.search(r"<script[^>]*\bsrc=", page) is None  # nothing fetched: plotly.js is embedded
+    assert "Plotly.newPlot" in page and len(page) > 3_000_000
+
+
+def test_rerun_resumes_retries_the_dead_trial_and_keeps_everything(smoke_run: dict) -> None:
+    first, second = smoke_run["first"], smoke_run["second"]
+    assert [(t.number, t.state, t.params, t.values) for t in second[: len(first)]] == [
+        (t.number, t.state, t.params, t.values) for t in first
+    ]
+    dead = second[smoke_run["dead"]]
+    assert dead.state == TrialState.FAIL and "interrupted run" in dead.user_attrs["error"]
+    new = second[smoke_run["dead"] + 1 :]
+    assert len(new) == 2 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in new)
+    assert new[0].user_attrs["retry_of"] == dead.number and new[0].params == dead.params
+    assert sum(t.user_attrs.get("baseline", False) for t in second) == 2  # baselines are not run twice
