@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         quick,
         name="bench",
         train=dataclasses.replace(quick.train, steps=args.steps, eval_every=args.steps),
-        domains=dict(quick.domains) | {"num_heads": Choice((4,))},  # one MHA baseline = the one trial
+        domains=dict(quick.domains) | {"d_model": Choice((64,)), "num_heads": Choice((4,))},  # one baseline: the trial
         trials=1,
     )
     study = dataclasses.replace(LRA_SHARING, presets={"bench": preset}, default_preset="bench")

@@ -22,8 +22,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value of a complete trial,
     the last reported value of a pruned one (``state`` tells which).
     """
-    rows = []
+    rows, knobs = [], {}
     for trial in study.get_trials(deepcopy=False):
+        knobs.update(dict.fromkeys(trial.params))
         row = {"number": trial.number, "state": trial.state.name, **trial.params}
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
         if trial.state == optuna.trial.TrialState.COMPLETE:
@@ -32,9 +33,12 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             row[ACCURACY] = trial.intermediate_values[max(trial.intermediate_values)]
         rows.append(row)
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
+    for name in ("number", "state", ACCURACY, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
+        if name not in frame.columns:
+            frame[name] = pd.Series(dtype=float if name == ACCURACY else object)
     frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
+    for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None
+        frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
     return frame
 
 
@@ -65,5 +69,5 @@ def beats_baselines(frame: pd.DataFrame) -> pd.DataFrame:
     for _, row in front.iterrows():
         matched = baselines[(baselines[FLOPS] >= row[FLOPS]) & (baselines[ACCURACY] <= row[ACCURACY])]
         if not matched.empty:
-            rows.append(row | {"matched_baseline": int(matched.sort_values(ACCURACY).iloc[-1]["number"])})
+            rows.append({**row.to_dict(), "matched_baseline": int(matched.sort_values(ACCURACY).iloc[-1]["number"])})
     return pd.DataFrame(rows).sort_values(ACCURACY, ascending=False) if rows else front.iloc[0:0]

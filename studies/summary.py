@@ -12,7 +12,7 @@ KNOB_COLUMNS = ("d_model", "num_heads", "sharing", "metric_rank", "generator_dep
 
 
 def _knobs(row) -> str:
-    return " ".join(f"{name}={row[name]}" for name in KNOB_COLUMNS if name in row and row[name] == row[name])
+    return " ".join(f"{name}={row[name]}" for name in KNOB_COLUMNS if row.get(name) is not None)
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:

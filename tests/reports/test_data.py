@@ -1,0 +1,69 @@
+"""Pareto sets and the comparison against MHA, on frames read from a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from reports.data import beats_baselines, pareto_mask, trials_frame
+from storage import open_storage
+
+ATTENTION = CategoricalDistribution(("mha", "damcha"))
+RANK = CategoricalDistribution((4, 8, "full"))
+
+
+def add(study: optuna.Study, attention: str, accuracy: float, flops: float, *, rank=None, state=TrialState.COMPLETE) -> None:
+    params, distributions = {"attention": attention}, {"attention": ATTENTION}
+    if rank is not None:
+        params["metric_rank"], distributions["metric_rank"] = rank, RANK
+    values = [accuracy, flops] if state == TrialState.COMPLETE else None
+    trial = create_trial(params=params, distributions=distributions, values=values, state=state,
+                         intermediate_values={10: accuracy},
+                         user_attrs={"baseline": attention == "mha", "flops_per_example": flops})  # fmt: skip
+    study.add_trial(trial)
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> optuna.Study:
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
+    add(study, "mha", 0.30, 100.0)  # 0
+    add(study, "mha", 0.40, 200.0)  # 1
+    add(study, "damcha", 0.35, 90.0, rank=4)  # 2: beats baseline 0 and is cheaper
+    add(study, "damcha", 0.41, 250.0, rank="full")  # 3: on the front, but no baseline as dear or dearer
+    add(study, "damcha", 0.20, 300.0, rank=8)  # 4: dominated
+    add(study, "damcha", 0.90, 10.0, rank=8, state=TrialState.PRUNED)  # 5: pruned: never on the front
+    return study
+
+
+def test_frame_keeps_knob_types_and_pruned_accuracy(study: optuna.Study) -> None:
+    frame = trials_frame(study)
+    assert frame["metric_rank"].tolist() == [None, None, 4, "full", 8, 8]
+    assert frame.loc[5, "state"] == "PRUNED" and frame.loc[5, "val_accuracy"] == 0.90
+    assert frame["baseline"].tolist() == [True, True, False, False, False, False]
+
+
+def test_pareto_mask_counts_complete_trials_only(study: optuna.Study) -> None:
+    assert pareto_mask(trials_frame(study)).tolist() == [False, True, True, True, False, False]
+
+
+def test_beats_baselines_matches_a_dearer_or_equal_baseline(study: optuna.Study) -> None:
+    winners = beats_baselines(trials_frame(study))
+    assert winners["number"].tolist() == [2]
+    assert winners["matched_baseline"].tolist() == [0]
+
+
+def test_report_of_a_study_whose_trials_all_failed(tmp_path: Path) -> None:
+    from reports.html import write_report
+
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
+    study.add_trial(create_trial(params={"attention": "mha"}, distributions={"attention": ATTENTION}, state=TrialState.FAIL,
+                                 user_attrs={"baseline": True, "error": "ValueError: <boom>"}))  # fmt: skip
+    empty = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
+    assert beats_baselines(trials_frame(study)).empty
+    for one in (study, empty):
+        page = write_report(one, tmp_path / f"{one.study_name}.html").read_text()
+        assert 'id="pareto-figure"' in page
