@@ -42,14 +42,15 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     return frame
 
 
-def pareto_mask(frame: pd.DataFrame) -> pd.Series:
-    """Complete trials that no other complete trial beats on accuracy and FLOPs together."""
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
+    """Complete trials that no other complete trial beats on accuracy and cost ``x`` together."""
+    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & frame[x].notna()]
+    cost = complete[x].astype(float)
     mask = pd.Series(False, index=frame.index)
     for index, row in complete.iterrows():
         dominated = (
-            (complete[ACCURACY] >= row[ACCURACY]) & (complete[FLOPS] <= row[FLOPS])
-            & ((complete[ACCURACY] > row[ACCURACY]) | (complete[FLOPS] < row[FLOPS]))
+            (complete[ACCURACY] >= row[ACCURACY]) & (cost <= float(row[x]))
+            & ((complete[ACCURACY] > row[ACCURACY]) | (cost < float(row[x])))
         )  # fmt: skip
         mask[index] = not dominated.any()
     return mask

@@ -1,63 +1,157 @@
-"""A self-contained HTML report of a study: the accuracy/FLOPs Pareto front against MHA, and every trial."""
+"""The study report: one self-contained HTML file that answers the study's question at a glance.
+
+Sections: question and settings with a one-sentence answer, Pareto fronts against FLOPs,
+parameters and measured time, knob effects, learning curves, knob importances, the
+table of the front and the baselines (mean ± 95% CI over seeds), and provenance. Every
+string from the store is HTML-escaped.
+"""
 
 from __future__ import annotations
 
 import html
+import json
 import os
 from pathlib import Path
+from typing import Literal
 
 import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.data import ACCURACY, FLOPS, pareto_mask, trials_frame
+from reports.analysis import configurations, headline, importances, learning_curves, provenance
+from reports.data import FLOPS, pareto_mask, trials_frame
+from reports.figures import (
+    KNOB_COLUMNS,
+    SECONDS_PER_1K,
+    compare_figure,
+    curves_figure,
+    importance_figure,
+    knob_effects_figure,
+    pareto_figure,
+    with_time_column,
+)
 
-TABLE_COLUMNS = ("number", "state", "baseline", "attention", "d_model", "num_heads", "sharing", "metric_rank",
-                 "generator_depth", ACCURACY, FLOPS, "parameters", "examples_per_s", "wall_seconds", "reached_step")  # fmt: skip
+PlotlyJs = Literal["inline", "cdn"]
+EFFECT_KNOBS = ["sharing", "metric_rank", "generator_depth", "num_heads", "d_model"]
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+.headline{font-size:1.2em;background:#f3f7fb;border-left:4px solid #1f77b4;padding:.7em 1em}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0} td,th{padding:3px 10px;border-bottom:1px solid #e5e5e5;text-align:left}
+pre{white-space:pre-wrap;background:#fafafa;padding:.6em}
+"""
 
 
-def pareto_figure(frame: pd.DataFrame, title: str) -> go.Figure:
-    """Accuracy against forward FLOPs: DAMCHA trials, MHA baselines (marked), and the Pareto front."""
-    figure = go.Figure()
-    finished = frame[frame["state"].isin(["COMPLETE", "PRUNED"])] if not frame.empty else frame
-    for label, rows, symbol in (
-        ("DAMCHA", finished[~finished["baseline"] & (finished["state"] == "COMPLETE")], "circle"),
-        ("DAMCHA (stopped early)", finished[~finished["baseline"] & (finished["state"] == "PRUNED")], "circle-open"),
-        ("MHA baseline", finished[finished["baseline"]], "x"),
-    ):
-        figure.add_trace(go.Scatter(
-            x=rows[FLOPS], y=rows[ACCURACY], mode="markers", name=label, marker={"symbol": symbol, "size": 10},
-            text=[f"trial {n}" for n in rows["number"]],
-        ))  # fmt: skip
-    front = frame[pareto_mask(frame)].sort_values(FLOPS) if not frame.empty else frame
-    figure.add_trace(go.Scatter(x=front[FLOPS], y=front[ACCURACY], mode="lines", name="Pareto front", line={"shape": "hv"}))
-    figure.update_layout(title=title, xaxis_title="forward FLOPs per example", yaxis_title="validation accuracy", xaxis_type="log")
-    return figure
+def _table(rows: dict[str, object]) -> str:
+    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in rows.items())
+    return f"<table>{cells}</table>"
 
 
-def write_report(study: optuna.Study, path: Path) -> Path:
-    """Write the report; the file works offline (plotly.js is embedded).
+def _plain(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
-    The file is written next to its final name and renamed, so a reader never sees half of it.
+
+def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> list[str]:
+    """Each figure as a div; plotly.js embedded once (inline) or linked (cdn)."""
+    parts = []
+    for index, (div_id, figure) in enumerate(figures):
+        include = ("cdn" if plotlyjs == "cdn" else True) if index == 0 else False
+        parts.append(figure.to_html(include_plotlyjs=include, full_html=False, div_id=div_id, config={"displaylogo": False}))
+    return parts
+
+
+def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int]) -> str:
+    """Configurations on the DAMCHA front and every baseline, mean ± 95% CI over seeds."""
+    if configs.empty:
+        return "<p>No complete trials yet.</p>"
+    keep = configs[configs["baseline"] | configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
+    rows = []
+    for _, row in keep.sort_values(["baseline", FLOPS]).iterrows():
+        interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        rows.append({
+            "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
+            **{k: row[k] for k in EFFECT_KNOBS if k in row and row[k] is not None},
+            "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
+            "seeds": row["seeds"], "FLOPs/example": f"{row[FLOPS]:.3g}",
+            "parameters": row["parameters"], "examples/s": f"{row['examples_per_s']:.0f}", "trials": row["numbers"],
+        })  # fmt: skip
+    return pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="")
+
+
+def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+    """The page, and its figures by id (for static images).
+
+    Args:
+        study: The study, from any Optuna storage.
+        storage_url: Where it was read (shown with any password masked).
+        plotlyjs: ``inline`` (works offline, ~5 MB) or ``cdn`` (small, needs the internet).
+    """
+    frame = with_time_column(trials_frame(study))
+    knobs = [k for k in ("attention", *KNOB_COLUMNS) if k in frame.columns]
+    configs = configurations(frame, knobs)
+    answer = headline(configs)
+    damcha = frame[~frame["baseline"]]
+    front_numbers = set(damcha[pareto_mask(damcha)]["number"]) if not damcha.empty else set()
+    baseline_numbers = set(frame[frame["baseline"]]["number"])
+    name = study.study_name
+    figures = {
+        "pareto-figure": pareto_figure(frame, FLOPS, "Accuracy against forward FLOPs per example"),
+        "pareto-parameters": pareto_figure(frame, "parameters", "Accuracy against parameters"),
+        "pareto-time": pareto_figure(frame, SECONDS_PER_1K, "Accuracy against measured training time"),
+        "knob-effects": knob_effects_figure(frame, EFFECT_KNOBS),
+        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers | baseline_numbers))),
+    }
+    importance = importances(study)
+    if importance:
+        figures["importances"] = importance_figure(importance)
+    divs = dict(zip(figures, _figures_html(list(figures.items()), plotlyjs), strict=True))
+    attributes = study.user_attrs
+    settings = {key: attributes[key] for key in ("task", "preset", "budget", "search_space", "objectives") if key in attributes}
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
+<h1>{html.escape(name)}</h1>
+<p>{html.escape(str(attributes.get("question", "")))}</p>
+<p class="headline">{html.escape(answer.sentence)}</p>
+<h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
+<h2>Pareto fronts</h2>
+<p>Circles: DAMCHA trials (open grey: stopped early); crosses: MHA baselines. Hover a point for every knob and cost.</p>
+{divs["pareto-figure"]}{divs["pareto-parameters"]}{divs["pareto-time"]}
+<h2>Knob effects</h2>{divs["knob-effects"]}
+<h2>Learning curves</h2>{divs["learning-curves"]}
+<h2>Knob importance</h2>{divs.get("importances", "<p>Too few complete trials to estimate importances.</p>")}
+<h2>The front and the baselines</h2>{front_and_baselines_table(configs, front_numbers)}
+<h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
+</body></html>
+"""
+    return page, figures
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    """Write next to the final name, then rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def write_report(study: optuna.Study, path: Path, storage_url: str = "", *, plotlyjs: PlotlyJs = "inline") -> Path:
+    """Write a study's report.
 
     Returns:
         The report's path.
     """
-    frame = trials_frame(study)
-    figure = pareto_figure(frame, f"{study.study_name}: accuracy against compute")
-    table = frame[[c for c in TABLE_COLUMNS if c in frame.columns]].to_html(index=False, na_rep="", float_format="{:.4g}".format)
-    page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{html.escape(study.study_name)}</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}</style>
-</head><body>
-<h1>{html.escape(study.study_name)}</h1>
-<div id="pareto">{figure.to_html(include_plotlyjs=True, full_html=False, div_id="pareto-figure")}</div>
-<h2>Trials</h2>
-{table}
-</body></html>
+    page, _ = report_html(study, storage_url, plotlyjs=plotlyjs)
+    return write_atomically(path, page)
+
+
+def compare_html(studies: list[optuna.Study], *, plotlyjs: PlotlyJs = "inline") -> str:
+    """One page with several studies' fronts on one set of axes."""
+    frames = {study.study_name: trials_frame(study) for study in studies}
+    (div,) = _figures_html([("compare-figure", compare_figure(frames))], plotlyjs)
+    names = ", ".join(html.escape(name) for name in frames)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Comparison: {names}</title><style>{STYLE}</style></head><body>
+<h1>Comparison</h1><p>{names}</p>{div}</body></html>
 """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(page, encoding="utf-8")
-    os.replace(partial, path)
-    return path

@@ -46,6 +46,15 @@ def parse_storage_url(url: str) -> URL:
     return parsed
 
 
+def masked_url(url: str) -> str:
+    """The URL with any password replaced by ``***``, for messages, reports and logs."""
+    try:
+        parsed = make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        return url
+    return parsed.render_as_string(hide_password=True)
+
+
 def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     """An Optuna storage for a URL (``DEFAULT_STORAGE_URL`` when None).
 
@@ -70,4 +79,4 @@ def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
         return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
     except (sqlalchemy.exc.OperationalError, ModuleNotFoundError, ImportError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StorageURLError(f"storage URL {url!r}: cannot open the database: {first_line}") from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {first_line}") from None

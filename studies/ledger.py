@@ -38,6 +38,7 @@ class PlannedTrial:
     fixed: Mapping[str, Value]
     baseline: bool = False
     retry_of: int | None = None
+    repeat_of: int | None = None
 
 
 def recover_interrupted(study: optuna.Study) -> list[PlannedTrial]:
@@ -145,8 +146,7 @@ class Ledger:
             "model_config": model,
             "train_config": train,
         }
-        if planned.retry_of is not None:
-            attributes["retry_of"] = planned.retry_of
+        attributes |= {name: getattr(planned, name) for name in ("retry_of", "repeat_of") if getattr(planned, name) is not None}
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial

@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
     parser.add_argument("--fix", type=_fix, action="append", default=[], metavar="KNOB=VALUE",
                         help="pin a knob for every trial; repeatable (default: none)")
+    parser.add_argument("--repeat-seeds", type=int, default=0, metavar="K",
+                        help="after the search, train the DAMCHA front and every baseline with K more seeds (default: 0)")
     parser.add_argument("--data-cache", type=Path, help="data cache directory (default: $DAMCHA_DATA_CACHE, else runs/data)")
     return parser
 
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     options = RunOptions(
         preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, seed=args.seed,
-        report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache,
+        report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache, repeat_seeds=args.repeat_seeds,
     )  # fmt: skip
     try:
         run_study(get_study(args.name), options)

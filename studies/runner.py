@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import TextIO
 
 import optuna
+import pandas as pd
 import ray
 from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
+from reports.analysis import configuration_key
+from reports.data import pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
-from storage import DEFAULT_STORAGE_URL, open_storage, parse_storage_url
+from storage import DEFAULT_STORAGE_URL, masked_url, open_storage, parse_storage_url
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
@@ -50,6 +53,7 @@ class RunOptions:
     fresh: bool = False
     fixed: dict[str, Value] = field(default_factory=dict)
     cache_dir: Path | None = None
+    repeat_seeds: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int) ->
         The queue of fixed trials and how many searched trials follow it.
     """
     retries = recover_interrupted(store)
-    finished = store.get_trials(deepcopy=False, states=FINISHED_STATES)
+    finished = [t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES) if "repeat_of" not in t.user_attrs]
     covered = [t.params for t in finished if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
@@ -139,7 +143,6 @@ def _start_ray(address: str | None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``) or start a quiet local Ray; True when this call started it."""
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     address = address or os.environ.get("RAY_ADDRESS")
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address:
@@ -175,6 +178,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         raise StudyOptionError(f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}")
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
+    if options.repeat_seeds < 0:
+        raise StudyOptionError(f"--repeat-seeds must be >= 0, got {options.repeat_seeds}")
     if cpus <= 0 or gpus < 0:
         raise StudyOptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, got {cpus} and {gpus}")
 
@@ -183,7 +188,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
     name = _store_name(study, preset, options.fixed)
     if options.fresh and (old := _existing(storage, name)) is not None:
         new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {options.storage}; starting {new!r}", file=out)
+        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(options.storage)}; starting {new!r}", file=out)
         name = new
     store = optuna.create_study(
         study_name=name,
@@ -195,32 +200,75 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         store.set_metric_names([objective.metric for objective in study.objectives])
+    _record_settings(store, study, preset, space, trials)
     queue, searched = _plan(study, space, store, trials)
     report = options.report or Path("runs/reports") / f"{name}.html"
-    print(f"study {name}: {len(store.get_trials(states=FINISHED_STATES))} trials already finished; running {len(queue) + searched}", file=out)
+    print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
 
-    if queue or searched:
-        cache_dir = (options.cache_dir or default_cache_dir()).resolve()
-        preset.task.load(cache_dir)  # built once here; workers memory-map it
-        ledger = Ledger(
-            store, study, preset, space, queue, searched, fixed_others, options.seed,
-            {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()},
-            str(cache_dir),
-        )  # fmt: skip
-        started = _start_ray(options.address)
-        try:
-            _tune(ledger, preset, name, cpus, gpus)
-        finally:
-            if started:
-                ray.shutdown()
+    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+    preset.task.load(cache_dir)  # built once here; workers memory-map it
 
-    write_report(store, report)
+    def ledger(queue: list[PlannedTrial], searched: int) -> Ledger:
+        attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+        return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir))
+
+    started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
+    try:
+        if queue or searched:
+            _tune(ledger(queue, searched), preset, name, cpus, gpus, early_stopping=True)
+        if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
+            print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
+            _tune(ledger(repeats, 0), preset, name, cpus, gpus, early_stopping=False)
+    finally:
+        if started:
+            ray.shutdown()
+
+    write_report(store, report, options.storage)
     counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
-    print(summary(store, options.storage, report), file=out)
+    print(summary(store, masked_url(options.storage), report), file=out)
     return RunOutcome(study_name=name, storage=options.storage, report=report, counts=counts)
 
 
-def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float) -> None:
+def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: SearchSpace, trials: int) -> None:
+    """The study's question and settings, for reports and optuna-dashboard."""
+    store.set_user_attr("question", study.doc.strip())
+    store.set_user_attr("preset", f"{preset.name}: {preset.description}")
+    store.set_user_attr("task", preset.task.describe())
+    store.set_user_attr("budget", {"trials": trials, "steps_per_trial": preset.train.steps, "early_stopping_grace_steps": preset.grace_steps})
+    store.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
+    store.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})
+
+
+def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
+    """Trials that give the DAMCHA front and every baseline ``seeds`` more seeds than their first.
+
+    Configurations already repeated (by an earlier run) get only what they lack.
+    """
+    frame = trials_frame(store)
+    if frame.empty:
+        return []
+    complete = frame[frame["state"] == "COMPLETE"]
+    damcha = complete[~complete["baseline"]]
+    chosen = pd.concat([damcha[pareto_mask(damcha)], complete[complete["baseline"]]])
+    trials = {t.number: t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES)}
+    runs: dict[str, int] = {}
+    for trial in trials.values():
+        runs[configuration_key(trial.params)] = runs.get(configuration_key(trial.params), 0) + 1
+    planned, seen = [], set()
+    for number in chosen["number"]:
+        trial = trials[int(number)]
+        key = configuration_key(trial.params)
+        if key in seen:
+            continue
+        seen.add(key)
+        baseline = bool(trial.user_attrs.get("baseline"))
+        planned += [PlannedTrial(fixed=dict(trial.params), baseline=baseline, repeat_of=trial.number)] * max(0, seeds + 1 - runs[key])
+    return planned
+
+
+def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float, *, early_stopping: bool) -> None:
+    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``)."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     resources = ray.cluster_resources()
     concurrency = max(1, min(int(resources.get("CPU", 1) // cpus), int(resources.get("GPU", 0) // gpus) if gpus else 10**6))
     scheduler = ASHAScheduler(
@@ -231,7 +279,7 @@ def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float) -
         tune.with_resources(run_trial, {"cpu": cpus, "gpu": gpus}),
         tune_config=tune.TuneConfig(
             search_alg=LedgerSearcher(ledger),
-            scheduler=scheduler,
+            scheduler=scheduler if early_stopping else None,
             num_samples=ledger.total,
             max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
             trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",

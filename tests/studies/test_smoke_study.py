@@ -39,7 +39,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         dead = store.ask()
         LRA_SHARING.space_for(PRESET).suggest(dead)
 
-        assert main([*argv, "--trials", str(len(first) + 2)]) == 0
+        assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
         second = optuna.load_study(study_name=NAME, storage=url).get_trials()
     return {"root": root, "first": first, "second": second, "dead": dead.number}
 
@@ -86,7 +86,24 @@ def test_rerun_resumes_retries_the_dead_trial_and_keeps_everything(smoke_run: di
     ]
     dead = second[smoke_run["dead"]]
     assert dead.state == TrialState.FAIL and "interrupted run" in dead.user_attrs["error"]
-    new = second[smoke_run["dead"] + 1 :]
+    new = [t for t in second[smoke_run["dead"] + 1 :] if "repeat_of" not in t.user_attrs]
     assert len(new) == 2 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in new)
     assert new[0].user_attrs["retry_of"] == dead.number and new[0].params == dead.params
-    assert sum(t.user_attrs.get("baseline", False) for t in second) == 2  # baselines are not run twice
+    originals = [t for t in second if t.user_attrs.get("baseline") and "repeat_of" not in t.user_attrs]
+    assert len(originals) == 2  # baselines are not run twice (seed repeats aside)
+
+
+def test_seed_repeats_rerun_front_and_baselines_to_completion(smoke_run: dict) -> None:
+    trials = smoke_run["second"]
+    repeats = [t for t in trials if "repeat_of" in t.user_attrs]
+    assert repeats and all(t.state == TrialState.COMPLETE for t in repeats)  # no early stopping for repeats
+    by_number = {t.number: t for t in trials}
+    for repeat in repeats:
+        original = by_number[repeat.user_attrs["repeat_of"]]
+        assert repeat.params == original.params and repeat.user_attrs["seed"] != original.user_attrs["seed"]
+        assert repeat.user_attrs["baseline"] == original.user_attrs["baseline"]
+    assert {t.user_attrs["repeat_of"] for t in repeats if t.user_attrs["baseline"]} >= {
+        t.number for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE and "repeat_of" not in t.user_attrs
+    }
+    page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
+    assert "bootstrap over" in page or "No DAMCHA configuration completed" in page

@@ -1,0 +1,69 @@
+"""Write a study's report, or compare studies.
+
+    python -m reports STUDY_NAME [--storage URL] [-o FILE] [--plotlyjs inline|cdn] [--png DIR]
+    python -m reports compare STUDY_A STUDY_B ... [--storage URL] [-o FILE]
+
+Exit codes: 0 written, 2 bad input (unknown study, unusable storage URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import optuna
+
+from reports.html import compare_html, report_html, write_atomically
+from reports.images import write_images
+from storage import DEFAULT_STORAGE_URL, StorageURLError, masked_url, open_storage
+from trainers.registry import unknown_name_message
+
+
+def _load(storage, storage_url: str, name: str) -> optuna.Study:
+    names = [summary.study_name for summary in optuna.get_all_study_summaries(storage)]
+    if name not in names:
+        raise LookupError(f"{unknown_name_message('study', name, names)} (in {masked_url(storage_url)})")
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; every option shows its default."""
+    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("studies", nargs="+", metavar="STUDY", help="a study name, or 'compare' followed by several")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"Optuna storage URL (default: {DEFAULT_STORAGE_URL})")
+    parser.add_argument("-o", "--output", type=Path, help="HTML file (default: runs/reports/<study>.html, or runs/reports/compare.html)")
+    parser.add_argument("--plotlyjs", choices=("inline", "cdn"), default="inline",
+                        help="embed plotly.js (works offline, ~5 MB) or link it from the CDN (default: inline)")
+    parser.add_argument("--png", type=Path, metavar="DIR", help="also write each figure as PNG into DIR (needs Chrome/Chromium; default: no)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    comparing = args.studies[0] == "compare"
+    names = args.studies[1:] if comparing else args.studies
+    if comparing and len(names) < 2:
+        parser.error("compare needs at least two study names")
+    if not comparing and len(names) != 1:
+        parser.error("give one study name, or 'compare' and several")
+    try:
+        storage = open_storage(args.storage)
+        studies = [_load(storage, args.storage, name) for name in names]
+    except (StorageURLError, LookupError) as error:
+        parser.error(str(error))
+    if comparing:
+        path = write_atomically(args.output or Path("runs/reports/compare.html"), compare_html(studies, plotlyjs=args.plotlyjs))
+    else:
+        page, figures = report_html(studies[0], args.storage, plotlyjs=args.plotlyjs)
+        path = write_atomically(args.output or Path("runs/reports") / f"{names[0]}.html", page)
+        if args.png:
+            print(write_images(figures, args.png))
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
