@@ -104,13 +104,13 @@ def headline(configs: pd.DataFrame) -> Headline:
     damcha = cheaper.sort_values("mean_accuracy").iloc[-1]
     gain = 100 * (damcha["mean_accuracy"] - mha["mean_accuracy"])
     low, high = difference_interval(np.array(damcha["accuracies"]), np.array(mha["accuracies"]))
-    verb = "gains" if gain >= 0 else "loses"
+    verb = "gains" if gain >= 0 else "trails by"
     sentence = (
         f"The best DAMCHA at ≤ MHA's FLOPs ({damcha[FLOPS] / mha[FLOPS]:.2f}× its FLOPs) {verb} {abs(gain):.1f} accuracy "
-        f"points over the best MHA ({100 * damcha['mean_accuracy']:.1f}% vs {100 * mha['mean_accuracy']:.1f}%"
+        f"points against the best MHA ({100 * damcha['mean_accuracy']:.1f}% vs {100 * mha['mean_accuracy']:.1f}%"
     )
     if np.isnan(low):
-        sentence += f"; {damcha['seeds']} and {mha['seeds']} seed(s): no confidence interval — rerun with --repeat-seeds 3)."
+        sentence += f"; {damcha['seeds']} and {mha['seeds']} seed(s), too few for a confidence interval: rerun with --repeat-seeds 3)."
     else:
         significant = "significant" if low > 0 or high < 0 else "not significant"
         sentence += (

@@ -49,18 +49,23 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
     for name, rows, marker in (
         ("DAMCHA", damcha[damcha["state"] == "COMPLETE"], {"symbol": "circle", "color": COLORS["damcha"], "size": 9}),
         ("DAMCHA, stopped early", damcha[damcha["state"] == "PRUNED"], {"symbol": "circle-open", "color": COLORS["pruned"], "size": 8}),
-        ("MHA baseline", mha, {"symbol": "x", "color": COLORS["mha"], "size": 11}),
+        ("MHA baseline", mha[mha["state"] == "COMPLETE"], {"symbol": "x", "color": COLORS["mha"], "size": 11}),
+        ("MHA baseline, stopped early", mha[mha["state"] == "PRUNED"], {"symbol": "x-open", "color": COLORS["mha"], "size": 9}),
     ):
         figure.add_trace(go.Scatter(
             x=rows[x], y=rows[ACCURACY], mode="markers", name=name, marker=marker,
             hovertext=[hover_text(row) for _, row in rows.iterrows()], hoverinfo="text",
         ))  # fmt: skip
+    right_edge = pd.to_numeric(shown[x], errors="coerce").max()
     for name, rows, line in (
         ("DAMCHA front", damcha, {"color": COLORS["damcha"], "width": 3, "shape": "hv"}),
         ("MHA front (reference)", mha, {"color": COLORS["mha"], "width": 2, "dash": "dash", "shape": "hv"}),
     ):
         front = rows[pareto_mask(rows, x=x)].sort_values(x) if not rows.empty else rows
-        figure.add_trace(go.Scatter(x=front[x], y=front[ACCURACY], mode="lines", name=name, line=line, hoverinfo="skip"))
+        xs, ys = front[x].tolist(), front[ACCURACY].tolist()
+        if ys and pd.notna(right_edge) and right_edge > xs[-1]:
+            xs, ys = [*xs, right_edge], [*ys, ys[-1]]  # a front holds to the right: more cost buys at least as much
+        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, line=line, hoverinfo="skip"))
     figure.update_layout(title=title, xaxis_title=AXES[x], yaxis_title="validation accuracy", xaxis_type="log", **LAYOUT)
     return figure
 
@@ -85,7 +90,8 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
         ), row=1, col=column)  # fmt: skip
         if pd.notna(best_mha):
             figure.add_hline(y=best_mha, line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
-        figure.update_xaxes(type="category", title_text=knob, row=1, col=column)
+        order = sorted(damcha[knob].dropna().unique(), key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v)))
+        figure.update_xaxes(type="category", categoryorder="array", categoryarray=[str(v) for v in order], title_text=knob, row=1, col=column)
     figure.update_yaxes(title_text="validation accuracy", row=1, col=1)
     figure.update_layout(title="Knob effects: complete DAMCHA trials (dashed: best MHA baseline)", **LAYOUT)
     return figure

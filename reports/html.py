@@ -38,7 +38,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding
 h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 .headline{font-size:1.2em;background:#f3f7fb;border-left:4px solid #1f77b4;padding:.7em 1em}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0} td,th{padding:3px 10px;border-bottom:1px solid #e5e5e5;text-align:left}
-pre{white-space:pre-wrap;background:#fafafa;padding:.6em}
+.question{white-space:pre-line}
 """
 
 
@@ -70,10 +70,10 @@ def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int]) ->
         interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
         rows.append({
             "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
-            **{k: row[k] for k in EFFECT_KNOBS if k in row and row[k] is not None},
+            **{k: str(row[k]) for k in EFFECT_KNOBS if k in row and row[k] is not None},
             "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
             "seeds": row["seeds"], "FLOPs/example": f"{row[FLOPS]:.3g}",
-            "parameters": row["parameters"], "examples/s": f"{row['examples_per_s']:.0f}", "trials": row["numbers"],
+            "parameters": row["parameters"], "examples/s": f"{row['examples_per_s']:.0f}", "trials": ", ".join(map(str, row["numbers"])),
         })  # fmt: skip
     return pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="")
 
@@ -111,7 +111,7 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(name)}</h1>
-<p>{html.escape(str(attributes.get("question", "")))}</p>
+<p class="question">{html.escape(str(attributes.get("question", "")))}</p>
 <p class="headline">{html.escape(answer.sentence)}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>

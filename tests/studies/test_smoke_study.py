@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import optuna
-import pytest
 from optuna.trial import TrialState
 
 from studies.registry import LRA_SHARING
-from studies.run import main
+from tests.conftest import SMOKE_STUDY as NAME
 
-NAME = "lra_sharing-smoke-v1"
 PRESET = LRA_SHARING.preset("smoke")
 STEPS = PRESET.train.steps
 REPORT_STEPS = PRESET.train.report_steps()
@@ -21,27 +17,6 @@ ATTRIBUTES = {
     "peak_memory_bytes", "wall_seconds", "device", "seed", "ray_trial_id", "preset", "code_version",
     "model_config", "train_config", "task", "reached_step",
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
-    """Run the smoke study once, then simulate a dead run's trial and resume with two more trials."""
-    root = tmp_path_factory.mktemp("smoke")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        url = f"sqlite:///{root / 'store.db'}"
-        argv = ["lra_sharing", "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]
-        assert main(argv) == 0
-        first = optuna.load_study(study_name=NAME, storage=url).get_trials()
-
-        store = optuna.load_study(study_name=NAME, storage=url)  # a trial a killed driver left RUNNING
-        store.enqueue_trial({"attention": "damcha", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4, "generator_depth": 0})
-        dead = store.ask()
-        LRA_SHARING.space_for(PRESET).suggest(dead)
-
-        assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
-        second = optuna.load_study(study_name=NAME, storage=url).get_trials()
-    return {"root": root, "first": first, "second": second, "dead": dead.number}
 
 
 def test_every_trial_is_complete_or_pruned_with_its_record(smoke_run: dict) -> None:

@@ -1,0 +1,61 @@
+"""``python -m reports``: reads any store, escapes what it shows, names unknown studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from reports.__main__ import main
+from storage import open_storage
+
+HOSTILE = "<script>alert('study')</script>"
+IMAGE = "<img src=x onerror=alert(1)>"
+ATTENTION = CategoricalDistribution(("mha", "damcha", IMAGE))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for name in (HOSTILE, "other"):
+        study = optuna.create_study(study_name=name, storage=open_storage(url), directions=["maximize", "minimize"])
+        study.set_user_attr("question", "<b>bold?</b>")
+        for attention, accuracy, flops in (("mha", 0.3, 100.0), ("damcha", 0.35, 90.0), (IMAGE, 0.2, 50.0)):
+            study.add_trial(create_trial(
+                params={"attention": attention}, distributions={"attention": ATTENTION},
+                values=[accuracy, flops], state=TrialState.COMPLETE, intermediate_values={10: accuracy},
+                user_attrs={"baseline": attention == "mha", "flops_per_example": flops, "examples_per_s": 100.0, "parameters": 10},
+            ))  # fmt: skip
+    return url
+
+
+def test_report_escapes_names_values_and_attributes(store: str, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert main([HOSTILE, "--storage", store, "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "&lt;script&gt;alert(&#x27;study&#x27;)&lt;/script&gt;" in page
+    assert HOSTILE not in page and "<b>bold?</b>" not in page and IMAGE not in page
+    assert "gains 5.0 accuracy points" in page  # 0.35 vs 0.30 at 0.90x the FLOPs
+
+
+def test_cdn_option_makes_a_small_page(store: str, tmp_path: Path) -> None:
+    assert main(["other", "--storage", store, "-o", str(tmp_path / "cdn.html"), "--plotlyjs", "cdn"]) == 0
+    assert (tmp_path / "cdn.html").stat().st_size < 500_000
+    assert 'src="https://cdn.plot.ly' in (tmp_path / "cdn.html").read_text()
+
+
+def test_compare_puts_fronts_on_one_axes(store: str, tmp_path: Path) -> None:
+    out = tmp_path / "compare.html"
+    assert main(["compare", HOSTILE, "other", "--storage", store, "-o", str(out)]) == 0
+    page = out.read_text()
+    assert 'id="compare-figure"' in page and "other: DAMCHA front" in page and HOSTILE not in page
+
+
+def test_unknown_study_exits_2_with_did_you_mean(store: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["othr", "--storage", store])
+    assert exited.value.code == 2
+    assert "did you mean 'other'" in capsys.readouterr().err
