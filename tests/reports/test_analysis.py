@@ -1,0 +1,47 @@
+"""Seed repeats are grouped by configuration, and the headline's interval and verdict follow the data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from reports.analysis import configurations, difference_interval, headline, mean_interval
+
+
+def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
+    """Rows of (attention, metric_rank, accuracy, flops); baselines are the MHA rows."""
+    return pd.DataFrame([
+        {"number": i, "state": "COMPLETE", "attention": a, "metric_rank": r if a == "damcha" else None,
+         "baseline": a == "mha", "val_accuracy": acc, "flops_per_example": flops, "parameters": 10, "examples_per_s": 50.0}
+        for i, (a, r, acc, flops) in enumerate(rows)
+    ])  # fmt: skip
+
+
+def test_repeats_of_a_configuration_are_one_row_with_an_interval() -> None:
+    configs = configurations(frame([("mha", 0, 0.30, 100), ("mha", 0, 0.32, 100), ("damcha", 4, 0.40, 90)]), ["attention", "metric_rank"])
+    mha = configs[configs["baseline"]].iloc[0]
+    assert mha["seeds"] == 2 and mha["numbers"] == [0, 1] and np.isclose(mha["mean_accuracy"], 0.31)
+    assert 0.30 <= mha["ci_low"] <= mha["ci_high"] <= 0.32
+    assert np.isnan(configs[~configs["baseline"]].iloc[0]["ci_low"])  # one seed: no interval
+
+
+def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
+    clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.41, 0.39)])
+    answer = headline(configurations(clear, ["attention", "metric_rank"]))
+    assert "gains 10.0 accuracy points" in answer.sentence and ": significant)" in answer.sentence
+    assert answer.interval[0] > 0
+
+    noisy = frame([("mha", 0, a, 100) for a in (0.20, 0.40, 0.30)] + [("damcha", 4, a, 90) for a in (0.45, 0.15, 0.33)])
+    assert "not significant" in headline(configurations(noisy, ["attention", "metric_rank"])).sentence
+
+
+def test_headline_ignores_damcha_that_costs_more_than_the_best_mha() -> None:
+    dear = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.50, 150)])
+    assert headline(configurations(dear, ["attention", "metric_rank"])).sentence.startswith("No DAMCHA configuration completed at or below")
+
+
+def test_bootstrap_intervals_cover_the_truth_and_need_two_values() -> None:
+    rng = np.random.default_rng(1)
+    low, high = mean_interval(rng.normal(0.5, 0.05, size=40))
+    assert low < 0.5 < high and high - low < 0.05
+    assert all(np.isnan(difference_interval(np.array([0.1]), np.array([0.2, 0.3]))))
