@@ -25,8 +25,8 @@ from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.registry import Preset, Study
 
 COST_ATTRIBUTES = (
-    "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s",
-    "peak_memory_bytes", "wall_seconds", "device", "train_loss",
+    "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s", "flops_per_s",
+    "model_flops_utilisation", "peak_memory_bytes", "wall_seconds", "device", "train_loss",
 )  # fmt: skip
 MAX_RESAMPLES = 50
 

@@ -185,7 +185,8 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 name="full",
                 description="LRA-scale ListOps (lengths 500-2000, 96k examples) on a GPU cluster, hundreds of trials",
                 task=ListOpsTask(ListOpsSpec(seed=0)),
-                train=TrainConfig(steps=5000, batch_size=32, warmup_steps=1000, eval_every=500, learning_rate=5e-4, weight_decay=0.1),
+                train=TrainConfig(steps=5000, batch_size=32, warmup_steps=1000, eval_every=500, learning_rate=5e-4,
+                                  weight_decay=0.1, precision="bf16", compile=True),
                 fixed={"num_layers": 4, "mlp_width": 1024},
                 domains={
                     "d_model": Choice((256, 512)),

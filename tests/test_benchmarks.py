@@ -21,3 +21,28 @@ def test_attention_benchmark_prints_a_row_per_variant() -> None:
     assert len(table) == 11
     assert table[0].split()[2] == "1.00"  # MHA against itself
     assert "flash_attention_for_cpu" in table[1] and table[-1].endswith("explicit")
+
+
+def test_train_step_benchmark_checks_and_times_every_variant() -> None:
+    from benchmarks.train_step import VARIANTS
+
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_step", "--lengths", "32", "--d-model", "32", "--heads", "4",
+         "--layers", "2", "--tokens", "64", "--reps", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,  # exit 1 would mean a FlashAttention fallback
+    )
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
+    rows = lines[header + 1 : header + 1 + len(VARIANTS)]
+    assert [line[8:40].strip() for line in rows] == list(VARIANTS)
+    assert rows[0].split()[3] == "1.00" and all(line.endswith("ok") for line in rows)
+    assert "worst step time" in lines[header + 1 + len(VARIANTS)]
+
+
+def test_train_step_benchmark_skips_an_explicit_form_that_cannot_fit() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_step", "--lengths", "64", "--d-model", "32", "--heads", "4",
+         "--layers", "2", "--tokens", "64", "--reps", "1", "--explicit-limit-gb", "0.00001"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    )
+    assert "explicit damcha r16 g2 stack" in result.stdout and "skipped: explicit scores need > 1e-05 GiB" in result.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from trainers.attention import ATTENTION, validate_damcha_knobs
+from trainers.attention import ATTENTION, DAMCHA, validate_damcha_knobs
 from trainers.attention.metric import Rank
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
@@ -97,7 +97,7 @@ class ModelConfig:
             raise ValueError(f"attention={self.attention!r} is not allowed; allowed: {', '.join(ATTENTION)}")
         if self.num_heads < 1 or self.d_model % self.num_heads:
             raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
-        if self.attention == "damcha":
+        if self.is_damcha:
             validate_damcha_knobs(
                 d_model=self.d_model,
                 num_heads=self.num_heads,
@@ -108,6 +108,11 @@ class ModelConfig:
                 generator_width=self.generator_width,
             )
             parse_sharing(self.sharing, self.num_layers)
+
+    @property
+    def is_damcha(self) -> bool:
+        """Whether the attention is a DAMCHA variant (fused or explicit), which takes the DAMCHA knobs."""
+        return issubclass(ATTENTION[self.attention], DAMCHA)
 
     @property
     def causal(self) -> bool:

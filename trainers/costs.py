@@ -123,7 +123,7 @@ def encoder_stack_flops(config: ModelConfig, length: int) -> Flops:
         projections = 4 * length * d * d if config.metric_mode == "rowsum" else 8 * length * d * d
         attention = projections + _metric_application_flops(config, length)
     generators = 0
-    if config.attention == "damcha":
+    if config.is_damcha:
         per_position = config.causal and config.generator_depth > 0
         groups = math.ceil(layers / config.layers_per_generator)
         generators = groups * _generator_flops(config, length if per_position else 1)
@@ -240,6 +240,27 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores)"
+
+
+# Dense peak throughput of accelerators by name fragment, FLOP/s: (bf16, fp32). Vendor data
+# sheets, without sparsity; fp32 matmuls are counted at the TF32 tensor-core rate.
+PEAK_FLOPS: dict[str, tuple[float, float]] = {
+    "H200": (989e12, 494e12),
+    "H100": (989e12, 494e12),
+    "A100": (312e12, 156e12),
+    "L40S": (362e12, 183e12),
+}
+
+
+def peak_flops(device: torch.device, precision: str) -> float | None:
+    """The device's dense peak FLOP/s at ``precision`` (``bf16`` or ``fp32``), or None when unknown (CPUs)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for fragment, (bf16, fp32) in PEAK_FLOPS.items():
+        if fragment in name:
+            return bf16 if precision == "bf16" else fp32
+    return None
 
 
 def measure_training(

@@ -14,7 +14,7 @@ from trainers.config import ModelConfig
 
 def _attention_knobs(config: ModelConfig, *, own_generator: bool) -> dict:
     knobs: dict = {"causal": config.causal, "dropout": config.dropout}
-    if config.attention == "damcha":
+    if config.is_damcha:
         knobs.update(
             metric_rank=config.metric_rank,
             metric_form=config.metric_form,
@@ -84,7 +84,7 @@ class TransformerStack(nn.Module):
         super().__init__()
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(positions, config.d_model)
-        group = config.layers_per_generator if config.attention == "damcha" else 1
+        group = config.layers_per_generator if config.is_damcha else 1
         self.blocks = nn.ModuleList(
             Block(
                 build_attention(

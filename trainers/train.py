@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.costs import count_parameters, device_name, model_flops, peak_memory
+from trainers.costs import count_parameters, device_name, model_flops, peak_flops, peak_memory
 from trainers.data.batches import iterate_batches, iterate_pair_batches
 from trainers.data.recall import IGNORE
 from trainers.models import build_model
 
+PRECISIONS = ("fp32", "bf16")
+COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
 
@@ -39,6 +43,9 @@ class TrainConfig:
         eval_examples: Validation examples per pass (None: the whole split).
         seed: Seeds the initial weights and the batch order.
         device: ``cpu``, ``cuda``, ``cuda:1`` ... or ``auto`` (CUDA when there is one).
+        precision: ``fp32``, or ``bf16`` (autocast; weights and optimizer stay fp32).
+        compile: Compile the model with ``torch.compile`` (cache in ``$TORCHINDUCTOR_CACHE_DIR``,
+            by default ``runs/torch-compile-cache``, kept between runs).
     """
 
     steps: int = 200
@@ -50,8 +57,12 @@ class TrainConfig:
     eval_examples: int | None = None
     seed: int = 0
     device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
         for name in ("steps", "batch_size", "eval_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
@@ -100,6 +111,31 @@ def _logits_and_labels(model: nn.Module, config: ModelConfig, batch: dict[str, T
     return logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1)
 
 
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on the device, or nothing for fp32."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def compiled(model: nn.Module) -> nn.Module:
+    """``torch.compile`` with a persistent cache (first compile of a model takes seconds; later ones reuse it).
+
+    Dynamic shapes: length-bucketed batches change the sequence length from step to step.
+    """
+    os.environ.setdefault(COMPILE_CACHE_VARIABLE, str(Path("runs/torch-compile-cache").resolve()))
+    return torch.compile(model, dynamic=True)
+
+
+def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW, with the fused kernel where this PyTorch has one for the device."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    try:
+        return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay, fused=device.type in ("cuda", "cpu"))
+    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
+        return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+
+
 def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
@@ -135,8 +171,9 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         report: Called after each evaluation with ``(step, metrics)``; metrics hold
             ``step``, ``val_accuracy``, ``train_loss``, ``final`` (True on the last step),
             parameter counts, ``flops_per_example`` (forward, at ``max_length``),
-            ``examples_per_s``, ``tokens_per_s``, ``peak_memory_bytes``, ``wall_seconds``
-            and ``device``.
+            ``examples_per_s``, ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded
+            batches, analytic), ``model_flops_utilisation`` (of the device's peak; only where the
+            peak is known, i.e. not on CPUs), ``peak_memory_bytes``, ``wall_seconds`` and ``device``.
 
     Returns:
         The last report's metrics.
@@ -144,12 +181,14 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     device = resolve_device(train_config.device)
     torch.manual_seed(train_config.seed)
     model = build_model(model_config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.learning_rate, weight_decay=train_config.weight_decay)
+    optimizer = adamw(model, train_config, device)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _learning_rate_factor(step, train_config))
     validation = splits["val"]
     if train_config.eval_examples is not None and train_config.eval_examples < validation.num_rows:
         validation = validation.select(range(train_config.eval_examples))
     parameters = count_parameters(model)
+    if train_config.compile:
+        model = compiled(model)
     static = {
         "parameters": parameters.total,
         "attention_parameters": parameters.attention,
@@ -158,7 +197,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     }
 
     start = time.perf_counter()
-    training_seconds, examples, tokens, peak_bytes, loss_sum, loss_count = 0.0, 0, 0, 0, 0.0, 0
+    training_seconds, examples, tokens, flops, peak_bytes, loss_sum, loss_count = 0.0, 0, 0, 0, 0, 0.0, 0
+    peak = peak_flops(device, train_config.precision)
     report_steps = set(train_config.report_steps())
     batches = _endless_batches(splits["train"], model_config, train_config.batch_size, train_config.seed)
     metrics: dict[str, float | int | str | bool] = {}
@@ -167,8 +207,9 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         step_start = time.perf_counter()
         # Peak memory is measured on the second step: the first allocates optimizer state.
         with peak_memory(device) if step == 2 else contextlib.nullcontext({"bytes": 0}) as memory:
-            logits, labels = _logits_and_labels(model, model_config, batch)
-            loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+            with autocast(device, train_config.precision):
+                logits, labels = _logits_and_labels(model, model_config, batch)
+                loss = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -181,9 +222,11 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         masks = [mask for name, mask in batch.items() if name.startswith("padding_mask")]
         examples += len(batch["labels"])
         tokens += sum(int(mask.sum()) for mask in masks)
+        flops += model_flops(model_config, max(mask.shape[1] for mask in masks)).training_step(len(batch["labels"]))
         loss_sum, loss_count = loss_sum + float(loss.detach()), loss_count + 1
         if step in report_steps:
-            accuracy = evaluate(model, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
+            with autocast(device, train_config.precision):
+                accuracy = evaluate(model, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
             metrics = static | {
                 "step": step,
                 "val_accuracy": accuracy,
@@ -191,9 +234,13 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
                 "final": step == train_config.steps,
                 "examples_per_s": examples / training_seconds,
                 "tokens_per_s": tokens / training_seconds,
+                "flops_per_s": flops / training_seconds,
+
                 "peak_memory_bytes": peak_bytes,
                 "wall_seconds": time.perf_counter() - start,
             }
+            if peak:
+                metrics["model_flops_utilisation"] = flops / training_seconds / peak
             loss_sum, loss_count = 0.0, 0
             if report is not None:
                 report(step, metrics)

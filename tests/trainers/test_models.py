@@ -110,3 +110,22 @@ def test_from_dict_rejects_unknown_knobs() -> None:
     assert config.layers_per_generator == config.num_layers
     with pytest.raises(ValueError, match=r"unknown model knob\(s\) \['metric_rnak'\]"):
         ModelConfig.from_dict(dict(vocab_size=VOCAB, num_classes=2, max_length=8, metric_rnak=4))
+
+
+@pytest.mark.parametrize("sharing", ["layer", "stack"])
+def test_explicit_damcha_model_computes_what_the_fused_one_does(sharing: str) -> None:
+    knobs = dict(vocab_size=20, num_classes=3, max_length=12, d_model=16, num_heads=4, mlp_width=16, num_layers=2,
+                 metric_rank=4, generator_depth=1, generator_width=8, sharing=sharing)  # fmt: skip
+    torch.manual_seed(0)
+    fused = build_model(ModelConfig(attention="damcha", **knobs))
+    torch.manual_seed(0)
+    explicit = build_model(ModelConfig(attention="damcha_explicit", **knobs))
+    explicit.load_state_dict(fused.state_dict())
+    with torch.no_grad():  # a generator that starts at zero would make the check trivial
+        for name, parameter in explicit.named_parameters():
+            if "generator" in name:
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    fused.load_state_dict(explicit.state_dict())
+    tokens = torch.randint(2, 20, (3, 12))
+    mask = torch.arange(12)[None, :] < torch.tensor([12, 7, 3])[:, None]
+    torch.testing.assert_close(explicit(tokens, mask), fused(tokens, mask), atol=2e-5, rtol=1e-4)

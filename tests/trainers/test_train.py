@@ -60,3 +60,12 @@ def test_train_config_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="steps=0 must be >= 1"):
         TrainConfig(steps=0)
     assert TrainConfig(steps=10, eval_every=4).report_steps() == [4, 8, 10]
+
+
+def test_bf16_autocast_trains_with_the_fused_optimizer(tmp_path: Path) -> None:
+    splits = listops_generated(SPEC, cache_dir=tmp_path)
+    metrics = train(listops_model("damcha"), TrainConfig(steps=4, batch_size=8, eval_every=4, device="cpu", precision="bf16"), splits).metrics
+    assert metrics["final"] and 0 < metrics["train_loss"] < 10
+    assert "model_flops_utilisation" not in metrics  # no known peak for a CPU
+    with pytest.raises(ValueError, match="precision='fp16' is not allowed; allowed: fp32, bf16"):
+        TrainConfig(precision="fp16")

@@ -2,7 +2,8 @@
 
 Every variant is called as ``attn(x, padding_mask=None)`` with ``x: (B, T, D)`` and
 ``padding_mask: (B, T)`` bool (True = real token) and returns ``(B, T, D)``. Each runs
-through the fused SDPA kernel; ``reference_attention`` is the explicit oracle.
+through the fused SDPA kernel; ``reference_attention`` is the explicit oracle, and
+``damcha_explicit`` runs DAMCHA through it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from torch import nn
 from trainers.attention.damcha import DAMCHA, METRIC_FORMS, METRIC_MODES, validate_damcha_knobs
 from trainers.attention.metric import Metric, MetricGenerator, sequence_context
 from trainers.attention.mha import MultiHeadAttention
-from trainers.attention.reference import reference_attention
+from trainers.attention.reference import ExplicitDAMCHA, reference_attention
 from trainers.registry import lookup
 
 ATTENTION: dict[str, type[nn.Module]] = {
     "mha": MultiHeadAttention,
     "damcha": DAMCHA,
+    "damcha_explicit": ExplicitDAMCHA,  # the eager reference, for benchmarks
 }
 
 
@@ -45,6 +47,7 @@ __all__ = [
     "ATTENTION",
     "DAMCHA",
     "METRIC_FORMS",
+    "ExplicitDAMCHA",
     "METRIC_MODES",
     "Metric",
     "MetricGenerator",

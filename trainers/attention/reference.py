@@ -87,3 +87,13 @@ def reference_attention(
         raise TypeError(f"no reference implementation for {type(attn).__name__}")
     out = explicit_attention(scores / math.sqrt(head_width), v, padding_mask, causal=attn.causal)
     return attn.out_proj(merge_heads(out))
+
+
+class ExplicitDAMCHA(DAMCHA):
+    """DAMCHA computed the straightforward way, as the authors' code does: per-sequence D×D
+    metric and materialised (B, H, T, T) scores. The same function as ``DAMCHA``, at its
+    memory and time cost; a baseline for benchmarks, registered as ``damcha_explicit``."""
+
+    def forward(self, x: Tensor, padding_mask: Tensor | None = None, metric: Metric | None = None) -> Tensor:
+        """Attend through ``reference_attention`` (dropout is not applied)."""
+        return reference_attention(self, x, padding_mask, metric)
