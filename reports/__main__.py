@@ -16,7 +16,7 @@ import optuna
 
 from reports.html import compare_html, report_html, write_atomically
 from reports.images import write_images
-from storage import DEFAULT_STORAGE_URL, StorageURLError, masked_url, open_storage
+from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
 from trainers.registry import unknown_name_message
 
 
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line; every option shows its default."""
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("studies", nargs="+", metavar="STUDY", help="a study name, or 'compare' followed by several")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"Optuna storage URL (default: {DEFAULT_STORAGE_URL})")
+    parser.add_argument("--storage", help=f"Optuna storage URL, or env:NAME (default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})")
     parser.add_argument("-o", "--output", type=Path, help="HTML file (default: runs/reports/<study>.html, or runs/reports/compare.html)")
     parser.add_argument("--plotlyjs", choices=("inline", "cdn"), default="inline",
                         help="embed plotly.js (works offline, ~5 MB) or link it from the CDN (default: inline)")
@@ -50,14 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     if not comparing and len(names) != 1:
         parser.error("give one study name, or 'compare' and several")
     try:
-        storage = open_storage(args.storage)
-        studies = [_load(storage, args.storage, name) for name in names]
+        url = resolve_storage_url(args.storage)
+        storage = open_storage(url)
+        studies = [_load(storage, url, name) for name in names]
     except (StorageURLError, LookupError) as error:
         parser.error(str(error))
     if comparing:
         path = write_atomically(args.output or Path("runs/reports/compare.html"), compare_html(studies, plotlyjs=args.plotlyjs))
     else:
-        page, figures = report_html(studies[0], args.storage, plotlyjs=args.plotlyjs)
+        page, figures = report_html(studies[0], url, plotlyjs=args.plotlyjs)
         path = write_atomically(args.output or Path("runs/reports") / f"{names[0]}.html", page)
         if args.png:
             print(write_images(figures, args.png))

@@ -8,7 +8,12 @@ Optuna supports (PostgreSQL on a cluster) is passed through.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -16,6 +21,8 @@ import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
 DEFAULT_STORAGE_URL = "sqlite:///runs/optuna.db"
+STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
+CONNECT_TIMEOUT_S = 10
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")
 EXAMPLES = "sqlite:///runs/optuna.db or postgresql+psycopg://USER@HOST:PORT/DATABASE"
 SQLITE_TIMEOUT_S = 60
@@ -23,6 +30,25 @@ SQLITE_TIMEOUT_S = 60
 
 class StorageURLError(ValueError):
     """A storage URL that cannot be used; the message names it and shows valid forms."""
+
+
+def resolve_storage_url(value: str | None) -> str:
+    """The URL to use: ``value``; ``env:NAME`` reads variable NAME; None reads ``$DAMCHA_STORAGE_URL``, else the default.
+
+    Reading the URL from the environment keeps passwords off command lines and out of
+    process lists.
+
+    Raises:
+        StorageURLError: ``env:NAME`` names a variable that is not set.
+    """
+    if value is None:
+        return os.environ.get(STORAGE_URL_VARIABLE) or DEFAULT_STORAGE_URL
+    if value.startswith("env:"):
+        name = value.removeprefix("env:")
+        if not os.environ.get(name):
+            raise StorageURLError(f"--storage {value}: environment variable {name} is not set (or empty)")
+        return os.environ[name]
+    return value
 
 
 def parse_storage_url(url: str) -> URL:
@@ -35,10 +61,10 @@ def parse_storage_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except sqlalchemy.exc.ArgumentError:
-        raise StorageURLError(f"storage URL {url!r} is not a database URL; use e.g. {EXAMPLES}") from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r} is not a database URL; use e.g. {EXAMPLES}") from None
     if parsed.get_backend_name() not in SUPPORTED_DIALECTS:
         raise StorageURLError(
-            f"storage URL {url!r}: database {parsed.get_backend_name()!r} is not supported by Optuna's RDB storage; "
+            f"storage URL {masked_url(url)!r}: database {parsed.get_backend_name()!r} is not supported by Optuna's RDB storage; "
             f"use one of {', '.join(SUPPORTED_DIALECTS)}, e.g. {EXAMPLES}"
         )
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
@@ -51,12 +77,53 @@ def masked_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except sqlalchemy.exc.ArgumentError:
-        return url
+        return re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)  # not a URL, but maybe still a password
     return parsed.render_as_string(hide_password=True)
 
 
+class StoreBusyError(RuntimeError):
+    """Another driver is writing to this SQLite store."""
+
+
+@contextlib.contextmanager
+def single_writer(url: str) -> Iterator[None]:
+    """Hold the store's writer lock for a run: SQLite is safe with one writing driver only.
+
+    A lock file next to the database (``<file>.writer-lock``, an advisory ``flock`` that
+    the operating system releases when the process dies, even by SIGKILL). Other
+    databases need no lock: several drivers may share a PostgreSQL store.
+
+    Raises:
+        StoreBusyError: another process holds the lock; names its pid and the fix.
+    """
+    parsed = parse_storage_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        yield
+        return
+    path = Path(parsed.database).with_name(Path(parsed.database).name + ".writer-lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise StoreBusyError(
+                f"another driver (pid {holder}) is running a study on the SQLite store {masked_url(url)}; SQLite is safe "
+                "with one writing driver: wait for it, use another --storage file, or use PostgreSQL for several drivers"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
-    """An Optuna storage for a URL (``DEFAULT_STORAGE_URL`` when None).
+    """An Optuna storage for a URL (``resolve_storage_url(None)`` when None).
 
     A SQLite file's folder is created if missing and the file is switched to
     write-ahead logging (a setting stored in the file).
@@ -64,7 +131,7 @@ def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     Raises:
         StorageURLError: see ``parse_storage_url``; or the database cannot be reached.
     """
-    url = url or DEFAULT_STORAGE_URL
+    url = url or resolve_storage_url(None)
     parsed = parse_storage_url(url)
     engine_kwargs = {}
     if parsed.get_backend_name() == "sqlite":
@@ -73,6 +140,8 @@ def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
         with sqlite3.connect(path, timeout=SQLITE_TIMEOUT_S) as connection:
             connection.execute("PRAGMA journal_mode=WAL")
         engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
+    elif parsed.get_backend_name() == "postgresql":
+        engine_kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:

@@ -1,7 +1,8 @@
 """Run a named study: ``python -m studies.run NAME [options]``; ``--list`` shows the studies.
 
-Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL; nothing
-is written), 1 an unexpected error.
+Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL, an
+unreachable database or Ray address; nothing is written), 3 another driver is writing
+to the same SQLite store, 1 an unexpected error.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 from search_space.space import SearchSpaceError, Value
-from storage import DEFAULT_STORAGE_URL, StorageURLError
+from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
 from studies.runner import RunOptions, StudyOptionError, run_study
 from trainers.registry import UnknownNameError
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
     parser.add_argument("--trials", type=_positive_int, help="trials in the study, baselines and finished ones included (default: the preset's)")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE_URL, help=f"Optuna storage URL (default: {DEFAULT_STORAGE_URL})")
+    parser.add_argument("--storage", help=f"Optuna storage URL, or env:NAME to read it from variable NAME "
+                        f"(default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})")
     parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray on this machine's CPUs)")
     parser.add_argument("--cpus-per-trial", type=float, help="CPUs per trial (default: the preset's, 1 for smoke/quick)")
     parser.add_argument("--gpus-per-trial", type=float, help="GPUs per trial, fractions allowed (default: the preset's, 0 for smoke/quick)")
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         run_study(get_study(args.name), options)
     except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError) as error:
         parser.error(str(error))  # exit code 2, like any other bad option
+    except StoreBusyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import socket
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from reports.analysis import configuration_key
 from reports.data import pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
-from storage import DEFAULT_STORAGE_URL, masked_url, open_storage, parse_storage_url
+from storage import masked_url, open_storage, parse_storage_url, resolve_storage_url, single_writer
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
@@ -44,7 +45,7 @@ class RunOptions:
 
     preset: str | None = None
     trials: int | None = None
-    storage: str = DEFAULT_STORAGE_URL
+    storage: str | None = None
     address: str | None = None
     cpus_per_trial: float | None = None
     gpus_per_trial: float | None = None
@@ -139,6 +140,24 @@ def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int) ->
     return queue, remaining - len(queue)
 
 
+def check_ray_address(address: str) -> None:
+    """Fail fast, naming the address, when a ``host:port`` Ray address does not answer.
+
+    Raises:
+        StudyOptionError: nothing listens there (checked within 5 seconds).
+    """
+    host, separator, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not separator or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise StudyOptionError(
+            f"cannot reach the Ray cluster at --address {address} ({error.strerror or error}); start its head with "
+            "`ray start --head`, or check --address / RAY_ADDRESS"
+        ) from None
+
+
 def _start_ray(address: str | None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``) or start a quiet local Ray; True when this call started it."""
     if ray.is_initialized():
@@ -146,6 +165,8 @@ def _start_ray(address: str | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS")
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address:
+        if address != "auto" and (Path.home() / ".ray" / "auth_token").is_file():
+            os.environ.setdefault("RAY_AUTH_MODE", "token")  # a host:port join needs the token (NOTES: token auth)
         ray.init(address=address, **common)
     else:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **common)
@@ -168,10 +189,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
             before anything is written.
+        StoreBusyError: another driver is writing to the same SQLite store.
     """
     preset = study.preset(options.preset)
     space, fixed_others = pinned_space(study, preset, options.fixed)
-    parse_storage_url(options.storage)
+    url = resolve_storage_url(options.storage)
+    parse_storage_url(url)
     trials = options.trials if options.trials is not None else preset.trials
     baselines = len(study.baselines(space))
     if trials < baselines:
@@ -182,51 +205,54 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         raise StudyOptionError(f"--repeat-seeds must be >= 0, got {options.repeat_seeds}")
     if cpus <= 0 or gpus < 0:
         raise StudyOptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, got {cpus} and {gpus}")
+    if address := options.address or os.environ.get("RAY_ADDRESS"):
+        check_ray_address(address)
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
-    storage = open_storage(options.storage)
-    name = _store_name(study, preset, options.fixed)
-    if options.fresh and (old := _existing(storage, name)) is not None:
-        new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(options.storage)}; starting {new!r}", file=out)
-        name = new
-    store = optuna.create_study(
-        study_name=name,
-        storage=storage,
-        directions=[objective.direction for objective in study.objectives],
-        sampler=_sampler(len(study.objectives), trials, options.seed),
-        load_if_exists=True,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        store.set_metric_names([objective.metric for objective in study.objectives])
-    _record_settings(store, study, preset, space, trials)
-    queue, searched = _plan(study, space, store, trials)
-    report = options.report or Path("runs/reports") / f"{name}.html"
-    print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
+    with single_writer(url):
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
+        storage = open_storage(url)
+        name = _store_name(study, preset, options.fixed)
+        if options.fresh and (old := _existing(storage, name)) is not None:
+            new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+            print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(url)}; starting {new!r}", file=out)
+            name = new
+        store = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            directions=[objective.direction for objective in study.objectives],
+            sampler=_sampler(len(study.objectives), trials, options.seed),
+            load_if_exists=True,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            store.set_metric_names([objective.metric for objective in study.objectives])
+        _record_settings(store, study, preset, space, trials)
+        queue, searched = _plan(study, space, store, trials)
+        report = options.report or Path("runs/reports") / f"{name}.html"
+        print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
 
-    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
-    preset.task.load(cache_dir)  # built once here; workers memory-map it
+        cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+        preset.task.load(cache_dir)  # built once here; workers memory-map it
 
-    def ledger(queue: list[PlannedTrial], searched: int) -> Ledger:
-        attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
-        return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir))
+        def ledger(queue: list[PlannedTrial], searched: int) -> Ledger:
+            attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir))
 
-    started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
-    try:
-        if queue or searched:
-            _tune(ledger(queue, searched), preset, name, cpus, gpus, early_stopping=True)
-        if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
-            print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
-            _tune(ledger(repeats, 0), preset, name, cpus, gpus, early_stopping=False)
-    finally:
-        if started:
-            ray.shutdown()
+        started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
+        try:
+            if queue or searched:
+                _tune(ledger(queue, searched), preset, name, cpus, gpus, early_stopping=True)
+            if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
+                print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
+                _tune(ledger(repeats, 0), preset, name, cpus, gpus, early_stopping=False)
+        finally:
+            if started:
+                ray.shutdown()
 
-    write_report(store, report, options.storage)
-    counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
-    print(summary(store, masked_url(options.storage), report), file=out)
-    return RunOutcome(study_name=name, storage=options.storage, report=report, counts=counts)
+        write_report(store, report, url)
+        counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
+        print(summary(store, masked_url(url), report), file=out)
+        return RunOutcome(study_name=name, storage=url, report=report, counts=counts)
 
 
 def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: SearchSpace, trials: int) -> None:

@@ -75,6 +75,10 @@ class TrainConfig:
         return steps if steps and steps[-1] == self.steps else [*steps, self.steps]
 
 
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite; the message names the step."""
+
+
 @dataclass(frozen=True)
 class TrainResult:
     """The outcome of a finished run: the last report's metrics."""
@@ -177,6 +181,9 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
 
     Returns:
         The last report's metrics.
+
+    Raises:
+        NonFiniteLossError: the loss became NaN or infinite (the step is named).
     """
     device = resolve_device(train_config.device)
     torch.manual_seed(train_config.seed)
@@ -223,7 +230,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         examples += len(batch["labels"])
         tokens += sum(int(mask.sum()) for mask in masks)
         flops += model_flops(model_config, max(mask.shape[1] for mask in masks)).training_step(len(batch["labels"]))
-        loss_sum, loss_count = loss_sum + float(loss.detach()), loss_count + 1
+        loss_value = float(loss.detach())
+        if not math.isfinite(loss_value):  # stop here: every later step would be wasted
+            raise NonFiniteLossError(f"training loss is {loss_value} at step {step} of {train_config.steps}")
+        loss_sum, loss_count = loss_sum + loss_value, loss_count + 1
         if step in report_steps:
             with autocast(device, train_config.precision):
                 accuracy = evaluate(model, model_config, validation, batch_size=2 * train_config.batch_size, device=device)

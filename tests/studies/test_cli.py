@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from studies.registry import STUDIES
+from storage import single_writer
 from studies.run import build_parser, main
 
 
@@ -63,3 +66,36 @@ def test_help_explains_every_option_with_its_default() -> None:
             assert action.help and "default" in action.help, action.dest
     for option in ("--preset", "--trials", "--storage", "--address", "--cpus-per-trial", "--gpus-per-trial", "--seed", "--report", "--fresh"):
         assert option in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["lra_sharing", "--address", "127.0.0.1:1"], r"cannot reach the Ray cluster at --address 127.0.0.1:1"),
+        (["lra_sharing", "--storage", "postgresql+psycopg://bob:s3cret@127.0.0.1:1/optuna"],
+         r"storage URL 'postgresql\+psycopg://bob:\*\*\*@127.0.0.1:1/optuna': cannot open the database"),
+        (["lra_sharing", "--storage", "env:DAMCHA_TEST_UNSET"], "environment variable DAMCHA_TEST_UNSET is not set"),
+    ],
+)
+def test_unreachable_servers_fail_fast_naming_what_was_tried(argv: list[str], message: str, capsys, tmp_path: Path) -> None:
+    started = time.monotonic()
+    code, error = exit_code_and_error(argv, capsys)
+    assert code == 2 and re.search(message, error), error
+    assert "s3cret" not in error
+    assert time.monotonic() - started < 10
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_storage_url_comes_from_the_environment(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAMCHA_STORAGE_URL", "oracle://scott:tiger@db/orcl")
+    code, error = exit_code_and_error(["lra_sharing"], capsys)
+    assert code == 2 and "oracle://scott:***@db/orcl" in error and "tiger" not in error
+
+
+def test_a_second_driver_on_one_sqlite_store_is_refused(capsys, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with single_writer(url):  # as a running driver holds it
+        assert main(["lra_sharing", "--preset", "smoke", "--storage", url]) == 3
+    error = capsys.readouterr().err
+    assert f"another driver (pid {os.getpid()})" in error and "use PostgreSQL for several drivers" in error
+    assert not (tmp_path / "store.db").exists()  # no half-created study

@@ -69,3 +69,11 @@ def test_bf16_autocast_trains_with_the_fused_optimizer(tmp_path: Path) -> None:
     assert "model_flops_utilisation" not in metrics  # no known peak for a CPU
     with pytest.raises(ValueError, match="precision='fp16' is not allowed; allowed: fp32, bf16"):
         TrainConfig(precision="fp16")
+
+
+def test_a_diverging_loss_stops_the_run_naming_the_step(tmp_path: Path) -> None:
+    from trainers.train import NonFiniteLossError
+
+    splits = listops_generated(SPEC, cache_dir=tmp_path)
+    with pytest.raises(NonFiniteLossError, match=r"training loss is (nan|inf) at step \d+ of 50"):
+        train(listops_model("mha"), TrainConfig(steps=50, batch_size=8, eval_every=50, warmup_steps=1, learning_rate=1e30, device="cpu"), splits)
