@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
 
         os.chdir(root)
         start = time.perf_counter()
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
         ray_start = time.perf_counter() - start
         start = time.perf_counter()
         outcome = run_study(study, RunOptions(storage=f"sqlite:///{root / 'store.db'}", cache_dir=cache), out=io.StringIO())

@@ -8,13 +8,13 @@ to the same SQLite store, 1 an unexpected error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
-from studies.runner import RunOptions, StudyOptionError, run_study
 from trainers.registry import UnknownNameError
 
 EPILOG = """examples:
@@ -47,6 +47,17 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
+
+
+def use_ray_token_for(address: str | None) -> None:
+    """Joining a cluster by ``host:port`` needs Ray's token mode, which Ray reads once, when imported.
+
+    So this runs before ``ray`` is imported, and only when the user left ``RAY_AUTH_MODE``
+    unset and a token exists (``ray start --head`` writes ``~/.ray/auth_token``).
+    """
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("the study name is required (see --list)")
+    use_ray_token_for(args.address)
+    from studies.runner import RunOptions, StudyOptionError, run_study  # imports ray: after the line above
     options = RunOptions(
         preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, seed=args.seed,

@@ -165,11 +165,9 @@ def _start_ray(address: str | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS")
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address:
-        if address != "auto" and (Path.home() / ".ray" / "auth_token").is_file():
-            os.environ.setdefault("RAY_AUTH_MODE", "token")  # a host:port join needs the token (NOTES: token auth)
-        ray.init(address=address, **common)
+        ray.init(address=address, **common)  # host:port needs RAY_AUTH_MODE=token: see studies.run.use_ray_token_for
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **common)
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)  # never a stale cluster
     return True
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import pytest
 import torch
 
@@ -26,7 +29,7 @@ def local_ray():
 
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -59,3 +62,86 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
         second = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
     return {"root": root, "url": url, "first": first, "second": second, "dead": dead.number}
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A throw-away PostgreSQL server on 127.0.0.1 (as NOTES.md shows), stopped by ``pg_ctl stop`` at the end."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not binaries or os.geteuid() != 0 or shutil.which("runuser") is None:
+        if os.environ.get("DAMCHA_REQUIRE_SERVERS"):
+            pytest.fail("PostgreSQL is not installed (or not root); .ci/run installs Debian's postgresql")
+        pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
+    bin_dir = binaries[-1].parent
+    data = Path(tempfile.mkdtemp(prefix="damcha-pg-", dir="/tmp"))
+    shutil.chown(data, "postgres", "postgres")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def as_postgres(*command: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60)
+
+    as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust")
+    # The server's output goes to a log file: a server holding our pipes would keep run() waiting.
+    as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-l", str(data / "server.log"),
+                "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {data}", "-w", "start")  # fmt: skip
+    try:
+        as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/optuna"
+    finally:
+        as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _session_pids(session: str) -> list[int]:
+    """Processes of one Ray session (their command lines name its directory)."""
+    from pathlib import Path
+
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if session in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory):
+    """A Ray head started with ``ray start --head`` on a free port; stopped by its own pids (never ``ray stop``)."""
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    ray = str(Path(sys.executable).with_name("ray"))
+    started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                              "--disable-usage-stats"], capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    address = re.search(r"--address='([^']+)'", started.stdout + started.stderr).group(1)
+    session = Path("/tmp/ray/session_latest").resolve().name
+    try:
+        yield address
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in set(_session_pids(session)) - {os.getpid()}:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            time.sleep(2)
+        current = Path("/tmp/ray/ray_current_cluster")  # `ray start` points later `ray.init()` calls here
+        if current.is_file() and str(port) in current.read_text():
+            current.unlink()
