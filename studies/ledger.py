@@ -9,10 +9,13 @@ writer), ``LedgerSearcher`` lets Ray Tune ask it for configurations and
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -29,6 +32,8 @@ COST_ATTRIBUTES = (
     "model_flops_utilisation", "peak_memory_bytes", "wall_seconds", "device", "train_loss",
 )  # fmt: skip
 MAX_RESAMPLES = 50
+MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
+WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died|worker died", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class PlannedTrial:
     baseline: bool = False
     retry_of: int | None = None
     repeat_of: int | None = None
+    attempt: int = 0
 
 
 def recover_interrupted(study: optuna.Study) -> list[PlannedTrial]:
@@ -90,6 +96,7 @@ class Ledger:
         self.total = len(queue) + searched
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
+        self.plans: dict[int, PlannedTrial] = {}  # trial number -> how it was planned
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
         self.durations: list[float] = []
         self.best_accuracy = -math.inf
@@ -150,6 +157,7 @@ class Ledger:
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial
+        self.plans[trial.number] = planned
         return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir}
 
     def record_report(self, number: int, result: Mapping[str, Any]) -> None:
@@ -174,6 +182,7 @@ class Ledger:
         if error is not None:
             trial.set_user_attr("error", error)
             state, values = TrialState.FAIL, None
+            self._retry_if_worker_died(number, trial, error)
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
             self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
@@ -188,6 +197,18 @@ class Ledger:
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
 
+    def _retry_if_worker_died(self, number: int, trial: optuna.Trial, error: str) -> None:
+        """Queue the configuration again when its process died (not when the training raised)."""
+        planned = self.plans[number]
+        if WORKER_DIED.search(error) and planned.attempt < MAX_RETRIES:
+            self.queue.append(PlannedTrial(fixed=dict(trial.params), baseline=planned.baseline, retry_of=number,
+                                           repeat_of=planned.repeat_of, attempt=planned.attempt + 1))  # fmt: skip
+            self.total += 1
+
+    def done(self) -> bool:
+        """Every planned trial was asked and has ended (a failure may still add a retry until then)."""
+        return self.asked >= self.total and not self.open
+
     def finished_count(self) -> int:
         return sum(self.finished.values())
 
@@ -201,7 +222,9 @@ class LedgerSearcher(Searcher):
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         config = self.ledger.ask(trial_id)
-        return Searcher.FINISHED if config is None else config
+        if config is not None:
+            return config
+        return Searcher.FINISHED if self.ledger.done() else None  # None: ask again later (a retry may come)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         """Endings are recorded by ``LedgerCallback``, which sees the error text."""
@@ -230,8 +253,20 @@ class LedgerCallback(Callback):
 
 
 def _error_text(trial) -> str:
-    """The last line of the trial's traceback (the exception), with the full text after it."""
-    text = (trial.get_error() or "").strip()
+    """The trial's exception in one line, then the end of its traceback.
+
+    Tune writes the traceback to the trial's error file; when the worker process died the
+    pickled error (e.g. ``ActorDiedError``) may be all there is.
+    """
+    text = ""
+    with contextlib.suppress(OSError, TypeError):
+        text = (trial.get_error() or "").strip() or Path(trial.error_file).read_text().strip()
+    if not text:
+        with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
+            error = trial.get_pickled_error()
+            text = f"{type(error).__name__}: {error}" if error is not None else ""
+    if not text:
+        return "the trial ended with an error that Tune did not record"
     lines = [line for line in text.splitlines() if line.strip()]
-    exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), "unknown error")
-    return f"{exception}\n\n{text[-4000:]}" if text else exception
+    exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), lines[-1].strip())
+    return f"{exception}\n\n{text[-4000:]}"

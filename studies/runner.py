@@ -304,7 +304,7 @@ def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float, *
         tune_config=tune.TuneConfig(
             search_alg=LedgerSearcher(ledger),
             scheduler=scheduler if early_stopping else None,
-            num_samples=ledger.total,
+            num_samples=-1,  # the searcher says when it is finished: retries may add trials
             max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
             trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
         ),

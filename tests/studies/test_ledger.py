@@ -50,3 +50,21 @@ def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> No
     assert trials[2].state == TrialState.FAIL and trials[2].user_attrs["error"].startswith("ValueError: boom")
     assert trials[3].state == TrialState.FAIL and trials[3].user_attrs["error"] == "stopped before its first report"
     assert ledger.finished == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 2}
+
+
+def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [], 2)
+    first, other = ledger.ask("a"), ledger.ask("b")
+    ledger.finish(other["number"], report(20), "ValueError: training raised")
+    assert ledger.ask("c") is None and not ledger.queue  # an exception is not retried
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    number = first["number"]
+    for attempt in (1, 2):
+        ledger.finish(number, report(20), died)
+        retry = ledger.ask(f"retry-{attempt}")
+        assert retry is not None and retry["model"] == first["model"]
+        trial = ledger.study.get_trials()[-1]
+        assert trial.user_attrs["retry_of"] == number and "ActorDiedError" in ledger.study.get_trials()[number].user_attrs["error"]
+        number = retry["number"]
+    ledger.finish(number, report(20), died)
+    assert ledger.ask("retry-3") is None and ledger.done()  # two retries, then given up

@@ -1,0 +1,103 @@
+"""Faults really done: a trial's worker killed with SIGKILL mid-study; the driver killed, then the command rerun."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+STUDY = "lra_sharing-smoke-v1-num_layers=6"  # six layers: trials long enough to be caught mid-training
+
+
+def descendants(root: int) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of every process below ``root``."""
+    parents, commands = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent:
+                found.append((pid, commands.get(pid, "")))
+                frontier.append(pid)
+    return found
+
+
+def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--fix", "num_layers=6",
+               "--storage", url, "--data-cache", str(tmp_path / "data")]  # fmt: skip
+    return subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def wait_for_training_worker(driver: subprocess.Popen, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        workers = [pid for pid, command in descendants(driver.pid) if command.startswith("ray::ImplicitFunc.train")]
+        if workers:
+            return workers[0]
+        assert driver.poll() is None, driver.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError("no trial worker appeared")
+
+
+def kill_tree(driver: subprocess.Popen) -> None:
+    """SIGKILL the driver and every process it started (its local Ray), by their pids."""
+    pids = [pid for pid, _ in descendants(driver.pid)]
+    for pid in [driver.pid, *pids]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    driver.wait(timeout=30)
+
+
+def test_killed_worker_fails_its_trial_and_the_configuration_is_retried(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    driver = start_driver(tmp_path, url)
+    try:
+        os.kill(wait_for_training_worker(driver), signal.SIGKILL)
+        output, _ = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            kill_tree(driver)
+    assert driver.returncode == 0, output[-3000:]
+    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1 and "died" in failed[0].user_attrs["error"].lower()
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == failed[0].number]
+    assert retry.params == failed[0].params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 6  # the requested number finished
+
+
+def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    driver = start_driver(tmp_path, url)
+    wait_for_training_worker(driver)
+    time.sleep(1.0)
+    kill_tree(driver)  # mid-study, SIGKILL: no chance to clean up
+    before = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+    running = [t for t in before if t.state == TrialState.RUNNING]
+    finished_before = {t.number: t.values for t in before if t.state in (TrialState.COMPLETE, TrialState.PRUNED)}
+    assert running, "the kill came after the study ended"
+
+    rerun = start_driver(tmp_path, url)
+    output, _ = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, output[-3000:]  # the SQLite writer lock died with the killed driver
+    after = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+    assert {n: after[n].values for n in finished_before} == finished_before  # completed trials intact
+    for trial in running:
+        assert after[trial.number].state == TrialState.FAIL and "interrupted run" in after[trial.number].user_attrs["error"]
+        assert any(t.user_attrs.get("retry_of") == trial.number and t.params == trial.params for t in after)
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 6
