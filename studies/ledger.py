@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import socket
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -47,14 +50,47 @@ class PlannedTrial:
     attempt: int = 0
 
 
-def recover_interrupted(study: optuna.Study) -> list[PlannedTrial]:
-    """Mark trials left RUNNING by a dead run as failed, and plan their retries.
+HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
+STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
+
+
+def driver_identity() -> str:
+    """``host:pid`` of this driver process, recorded on every trial it runs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _driver_is_dead(trial: optuna.trial.FrozenTrial, now: float) -> bool:
+    """A RUNNING trial's driver is gone: a dead pid on this host, or no heartbeat for ``STALE_AFTER_S``."""
+    host, _, pid = str(trial.user_attrs.get("driver", "")).rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # alive, another user's
+    heartbeat = trial.user_attrs.get("heartbeat")
+    if heartbeat is None:  # never heartbeat: judge by its start
+        heartbeat = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
+    return now - float(heartbeat) > STALE_AFTER_S
+
+
+def recover_interrupted(study: optuna.Study, *, exclusive: bool) -> list[PlannedTrial]:
+    """Mark trials left RUNNING by a dead driver as failed, and plan their retries.
+
+    Args:
+        study: The study.
+        exclusive: This driver is the store's only one (SQLite's writer lock is held), so
+            every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
+            only trials whose driver is dead or silent (``_driver_is_dead``) are.
 
     Returns:
         One retry per interrupted trial, with all its knob values fixed.
     """
-    retries = []
+    retries, now = [], time.time()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not exclusive and not _driver_is_dead(trial, now):
+            continue
         optuna.Trial(study, trial._trial_id).set_user_attr("error", "left RUNNING by an interrupted run; its configuration is retried")
         study.tell(trial.number, state=TrialState.FAIL)
         retries.append(PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number))
@@ -75,6 +111,8 @@ class Ledger:
         seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``.
         run_attributes: User attributes every trial gets (preset, code version, task).
         cache_dir: The data cache the workers read.
+        budget: The study's ``--trials``: asking stops once the store holds that many
+            finished or running trials (seed repeats aside), counting other drivers' too.
     """
 
     def __init__(
@@ -89,10 +127,11 @@ class Ledger:
         seed: int,
         run_attributes: Mapping[str, Any],
         cache_dir: str,
+        budget: int | None = None,
     ) -> None:
         self.study, self.definition, self.preset, self.space = study, definition, preset, space
         self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
-        self.run_attributes, self.cache_dir = dict(run_attributes), cache_dir
+        self.run_attributes, self.cache_dir, self.budget = dict(run_attributes), cache_dir, budget
         self.total = len(queue) + searched
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
@@ -109,6 +148,9 @@ class Ledger:
             SearchSpaceError: the sampler kept proposing forbidden combinations.
         """
         if self.asked >= self.total:
+            return None
+        if self._budget_spent():  # other drivers on a shared store may have taken the rest
+            self.total = self.asked
             return None
         planned = self.queue.pop(0) if self.queue else PlannedTrial(fixed=self.definition.searched_values)
         self.asked += 1
@@ -150,6 +192,8 @@ class Ledger:
             "baseline": planned.baseline,
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,
+            "driver": driver_identity(),
+            "heartbeat": time.time(),
             "model_config": model,
             "train_config": train,
         }
@@ -197,6 +241,19 @@ class Ledger:
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
 
+    def _budget_spent(self) -> bool:
+        if self.budget is None:
+            return False
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        counted = [t for t in self.study.get_trials(deepcopy=False, states=states) if "repeat_of" not in t.user_attrs]
+        return len(counted) >= self.budget
+
+    def heartbeat(self) -> None:
+        """Tell other drivers that this one's running trials are alive."""
+        now = time.time()
+        for trial in self.open.values():
+            trial.set_user_attr("heartbeat", now)
+
     def _retry_if_worker_died(self, number: int, trial: optuna.Trial, error: str) -> None:
         """Queue the configuration again when its process died (not when the training raised)."""
         planned = self.plans[number]
@@ -241,6 +298,12 @@ class LedgerCallback(Callback):
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self.last_heartbeat = time.monotonic()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if time.monotonic() - self.last_heartbeat > HEARTBEAT_S:
+            self.ledger.heartbeat()
+            self.last_heartbeat = time.monotonic()
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
         self.ledger.record_report(trial.config["number"], result)

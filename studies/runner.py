@@ -121,13 +121,15 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
         return None
 
 
-def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int) -> tuple[list[PlannedTrial], int]:
+def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *, exclusive: bool) -> tuple[list[PlannedTrial], int]:
     """Retries, then missing baselines, then searched trials, within the budget.
+
+    ``exclusive``: this driver is the store's only one (see ``recover_interrupted``).
 
     Returns:
         The queue of fixed trials and how many searched trials follow it.
     """
-    retries = recover_interrupted(store)
+    retries = recover_interrupted(store, exclusive=exclusive)
     finished = [t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES) if "repeat_of" not in t.user_attrs]
     covered = [t.params for t in finished if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
@@ -225,24 +227,25 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             store.set_metric_names([objective.metric for objective in study.objectives])
         _record_settings(store, study, preset, space, trials)
-        queue, searched = _plan(study, space, store, trials)
+        exclusive = parse_storage_url(url).get_backend_name() == "sqlite"  # single_writer holds its lock
+        queue, searched = _plan(study, space, store, trials, exclusive=exclusive)
         report = options.report or Path("runs/reports") / f"{name}.html"
         print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
 
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
 
-        def ledger(queue: list[PlannedTrial], searched: int) -> Ledger:
+        def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
             attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
-            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir))
+            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir), budget)
 
         started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
         try:
             if queue or searched:
-                _tune(ledger(queue, searched), preset, name, cpus, gpus, early_stopping=True)
+                _tune(ledger(queue, searched, trials), preset, name, cpus, gpus, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
-                _tune(ledger(repeats, 0), preset, name, cpus, gpus, early_stopping=False)
+                _tune(ledger(repeats, 0, None), preset, name, cpus, gpus, early_stopping=False)
         finally:
             if started:
                 ray.shutdown()

@@ -67,37 +67,15 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
 @pytest.fixture(scope="session")
 def postgres_url():
     """A throw-away PostgreSQL server on 127.0.0.1 (as NOTES.md shows), stopped by ``pg_ctl stop`` at the end."""
-    import shutil
-    import socket
-    import subprocess
-    import tempfile
-    from pathlib import Path
+    from benchmarks.servers import postgres_binaries, throwaway_postgres
 
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    if not binaries or os.geteuid() != 0 or shutil.which("runuser") is None:
+    bin_dir = postgres_binaries()
+    if bin_dir is None:
         if os.environ.get("DAMCHA_REQUIRE_SERVERS"):
             pytest.fail("PostgreSQL is not installed (or not root); .ci/run installs Debian's postgresql")
         pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
-    bin_dir = binaries[-1].parent
-    data = Path(tempfile.mkdtemp(prefix="damcha-pg-", dir="/tmp"))
-    shutil.chown(data, "postgres", "postgres")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-
-    def as_postgres(*command: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60)
-
-    as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust")
-    # The server's output goes to a log file: a server holding our pipes would keep run() waiting.
-    as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-l", str(data / "server.log"),
-                "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {data}", "-w", "start")  # fmt: skip
-    try:
-        as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/optuna"
-    finally:
-        as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
-        shutil.rmtree(data, ignore_errors=True)
+    with throwaway_postgres(bin_dir) as url:
+        yield url
 
 
 def _session_pids(session: str) -> list[int]:

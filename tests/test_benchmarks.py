@@ -46,3 +46,13 @@ def test_train_step_benchmark_skips_an_explicit_form_that_cannot_fit() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
     )
     assert "explicit damcha r16 g2 stack" in result.stdout and "skipped: explicit scores need > 1e-05 GiB" in result.stdout
+
+
+def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.store_scale", "--workers", "1", "2", "--seconds", "1", "--no-postgres"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    )
+    rows = [fields for fields in map(str.split, result.stdout.splitlines()) if fields[:1] == ["sqlite"] and fields[1].isdigit()]
+    assert [row[1] for row in rows] == ["1", "2"]
+    assert all(float(row[2]) > 0 and row[5] == "True" for row in rows)

@@ -101,3 +101,37 @@ def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> Non
         assert after[trial.number].state == TrialState.FAIL and "interrupted run" in after[trial.number].user_attrs["error"]
         assert any(t.user_attrs.get("retry_of") == trial.number and t.params == trial.params for t in after)
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 6
+
+
+def test_dashboard_reading_the_sqlite_store_during_a_run_does_not_break_it(tmp_path: Path) -> None:
+    import json
+    import socket
+    import urllib.request
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    driver = start_driver(tmp_path, url)
+    wait_for_training_worker(driver)  # the store exists and trials are being written
+    dashboard = subprocess.Popen([str(Path(sys.executable).with_name("optuna-dashboard")), url, "--host", "127.0.0.1", "--port", str(port)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    reads = 0
+    try:
+        while driver.poll() is None:  # read as fast as a browser tab polling the study would
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/1?after=0", timeout=5) as response:
+                    reads += bool(json.load(response)["trials"])
+            except OSError:
+                pass
+            time.sleep(0.1)
+        output = driver.stdout.read()
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=10)
+        if driver.poll() is None:
+            kill_tree(driver)
+    assert driver.returncode == 0, output[-3000:]
+    assert reads > 10
+    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+    assert len(trials) == 6 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)

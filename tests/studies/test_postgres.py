@@ -21,3 +21,19 @@ def test_smoke_study_on_postgresql(postgres_url: str, local_ray, tmp_path: Path,
     assert sum(bool(t.user_attrs["baseline"]) for t in trials) == 2
     assert all(t.intermediate_values and "flops_per_example" in t.user_attrs for t in trials)
     assert not list(tmp_path.glob("runs/*.writer-lock"))  # PostgreSQL needs no single-writer lock
+
+
+def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--fix", "num_heads=2",
+               "--storage", postgres_url, "--data-cache", str(tmp_path / "data"), "--trials", "6"]  # fmt: skip
+    drivers = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [driver.communicate(timeout=600)[0] for driver in drivers]
+    assert [driver.returncode for driver in drivers] == [0, 0], outputs
+    trials = optuna.load_study(study_name=f"{SMOKE_STUDY}-num_heads=2", storage=postgres_url).get_trials()
+    assert len({t.number for t in trials}) == len(trials)  # no duplicated numbers
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.FAIL)]  # no trial failed or lost
+    assert len(trials) == 6  # the two drivers together respect --trials
+    assert len({t.user_attrs["driver"] for t in trials}) == 2  # both drivers worked on it
