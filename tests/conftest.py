@@ -95,7 +95,11 @@ def _session_pids(session: str) -> list[int]:
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    """A Ray head started with ``ray start --head`` on a free port; stopped by its own pids (never ``ray stop``)."""
+    """A Ray head (with its job server) started by ``ray start --head`` on free ports; stopped by its own pids (never ``ray stop``).
+
+    Yields:
+        ``{"address": "HOST:PORT", "jobs": "http://127.0.0.1:PORT"}``.
+    """
     import re
     import signal
     import socket
@@ -104,16 +108,22 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     import time
     from pathlib import Path
 
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        port = probe.getsockname()[1]
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            ports.append(probe.getsockname()[1])
+    port, jobs_port = ports
     ray = str(Path(sys.executable).with_name("ray"))
-    started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                              "--disable-usage-stats"], capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
-    address = re.search(r"--address='([^']+)'", started.stdout + started.stderr).group(1)
+    log = tmp_path_factory.mktemp("ray-head") / "start.log"
+    with log.open("w") as output:  # a file, not a pipe: the daemons it starts keep writing after it returns
+        subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--dashboard-host=127.0.0.1",
+                        f"--dashboard-port={jobs_port}", "--disable-usage-stats"],
+                       stdout=output, stderr=subprocess.STDOUT, timeout=120, check=True)  # fmt: skip
+    address = re.search(r"--address='([^']+)'", log.read_text()).group(1)
     session = Path("/tmp/ray/session_latest").resolve().name
     try:
-        yield address
+        yield {"address": address, "jobs": f"http://127.0.0.1:{jobs_port}"}
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in set(_session_pids(session)) - {os.getpid()}:
