@@ -37,6 +37,8 @@ COST_ATTRIBUTES = (
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
 WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died|worker died", re.IGNORECASE)
+HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
+STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,6 @@ class PlannedTrial:
     retry_of: int | None = None
     repeat_of: int | None = None
     attempt: int = 0
-
-
-HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
-STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 
 
 def driver_identity() -> str:
