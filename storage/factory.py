@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import sqlite3
@@ -149,3 +150,36 @@ def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     except (sqlalchemy.exc.OperationalError, ModuleNotFoundError, ImportError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {first_line}") from None
+
+
+class StudyLock:
+    """A lock shared by every driver of one study on a PostgreSQL store (an advisory lock);
+    on SQLite, where ``single_writer`` admits one driver, it does nothing.
+
+    Drivers hold it while they count the study's trials and ask for the next one, so that
+    together they never start more trials than the budget.
+    """
+
+    def __init__(self, url: str, study_name: str) -> None:
+        self._url = url if parse_storage_url(url).get_backend_name() == "postgresql" else None
+        self._key = int.from_bytes(hashlib.sha256(study_name.encode()).digest()[:8], "big", signed=True)
+        self._engine = None
+
+    def __getstate__(self) -> dict:
+        return {"_url": self._url, "_key": self._key, "_engine": None}  # engines don't pickle (Ray Tune pickles the searcher)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock for the block (waits for other drivers)."""
+        if self._url is None:
+            yield
+            return
+        if self._engine is None:
+            self._engine = sqlalchemy.create_engine(self._url, poolclass=sqlalchemy.pool.NullPool,
+                                                    connect_args={"connect_timeout": CONNECT_TIMEOUT_S})  # fmt: skip
+        with self._engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": self._key})

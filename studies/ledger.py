@@ -16,7 +16,7 @@ import re
 import socket
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,8 @@ class Ledger:
         cache_dir: The data cache the workers read.
         budget: The study's ``--trials``: asking stops once the store holds that many
             finished or running trials (seed repeats aside), counting other drivers' too.
+        ask_lock: Held while counting and asking, shared with other drivers of the study
+            (``storage.StudyLock``), so that together they respect the budget.
     """
 
     def __init__(
@@ -126,10 +128,11 @@ class Ledger:
         run_attributes: Mapping[str, Any],
         cache_dir: str,
         budget: int | None = None,
+        ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ) -> None:
         self.study, self.definition, self.preset, self.space = study, definition, preset, space
         self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
-        self.run_attributes, self.cache_dir, self.budget = dict(run_attributes), cache_dir, budget
+        self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
         self.total = len(queue) + searched
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
@@ -147,9 +150,16 @@ class Ledger:
         """
         if self.asked >= self.total:
             return None
-        if self._budget_spent():  # other drivers on a shared store may have taken the rest
-            self.total = self.asked
-            return None
+        with self.ask_lock():  # count and ask as one step among all drivers of the study
+            while self.queue and self._baseline_taken(self.queue[0]):  # another driver ran it
+                self.queue.pop(0)
+                self.total -= 1
+            if self.asked >= self.total or self._budget_spent():  # other drivers may have taken the rest
+                self.total = self.asked
+                return None
+            return self._ask_planned(ray_trial_id)
+
+    def _ask_planned(self, ray_trial_id: str) -> dict[str, Any]:
         planned = self.queue.pop(0) if self.queue else PlannedTrial(fixed=self.definition.searched_values)
         self.asked += 1
         for _ in range(MAX_RESAMPLES):
@@ -238,6 +248,16 @@ class Ledger:
         self.finished[state.name] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
+
+    def _baseline_taken(self, planned: PlannedTrial) -> bool:
+        """A first-run baseline that some driver already runs or ran (a shared store)."""
+        if not planned.baseline or planned.retry_of is not None or planned.repeat_of is not None:
+            return False
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        return any(
+            t.user_attrs.get("baseline") and "repeat_of" not in t.user_attrs and all(t.params.get(k) == v for k, v in planned.fixed.items())
+            for t in self.study.get_trials(deepcopy=False, states=states)
+        )
 
     def _budget_spent(self) -> bool:
         if self.budget is None:

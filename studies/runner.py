@@ -23,7 +23,7 @@ from reports.analysis import configuration_key
 from reports.data import pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
-from storage import masked_url, open_storage, parse_storage_url, resolve_storage_url, single_writer
+from storage import StudyLock, masked_url, open_storage, parse_storage_url, resolve_storage_url, single_writer
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
@@ -235,9 +235,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
 
+        lock = StudyLock(url, name)
+
         def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
             attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
-            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes, str(cache_dir), budget)
+            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes,
+                          str(cache_dir), budget, lock.held)  # fmt: skip
 
         started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
         try:

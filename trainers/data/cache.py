@@ -69,7 +69,8 @@ def cached_splits(
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     directory = (cache_dir or default_cache_dir()) / f"{task}-{digest}"
     if not _is_valid(directory, key):
-        partial = directory.with_name(directory.name + ".partial")
+        # Each process builds under its own name: two drivers may build the same cache at once.
+        partial = directory.with_name(f"{directory.name}.partial-{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
         splits = datasets.DatasetDict(
             {split: datasets.Dataset.from_dict(columns, features=features) for split, columns in build().items()}
@@ -82,6 +83,12 @@ def cached_splits(
             if bars:
                 datasets.enable_progress_bars()
         (partial / MANIFEST).write_text(json.dumps({"key": key, "checksums": _checksums(partial)}, indent=1))
-        shutil.rmtree(directory, ignore_errors=True)
-        partial.rename(directory)  # a half-written cache never carries the final name
+        try:
+            partial.rename(directory)  # a half-written cache never carries the final name
+        except OSError:  # the name is taken: by another process's finished build, or by a bad cache
+            if _is_valid(directory, key):
+                shutil.rmtree(partial)
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
+                partial.rename(directory)
     return datasets.load_from_disk(str(directory))
