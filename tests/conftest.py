@@ -108,17 +108,18 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     import time
     from pathlib import Path
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as probe:
+    with contextlib.ExitStack() as probes:  # distinct free ports, also for the agents: the session's own Ray holds the defaults
+        sockets = [probes.enter_context(socket.socket()) for _ in range(6)]
+        for probe in sockets:
             probe.bind(("", 0))
-            ports.append(probe.getsockname()[1])
-    port, jobs_port = ports
+        port, jobs_port, agent_port, agent_grpc_port, runtime_env_port, metrics_port = (s.getsockname()[1] for s in sockets)
     ray = str(Path(sys.executable).with_name("ray"))
     log = tmp_path_factory.mktemp("ray-head") / "start.log"
     with log.open("w") as output:  # a file, not a pipe: the daemons it starts keep writing after it returns
         subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--dashboard-host=127.0.0.1",
-                        f"--dashboard-port={jobs_port}", "--disable-usage-stats"],
+                        f"--dashboard-port={jobs_port}", f"--dashboard-agent-listen-port={agent_port}",
+                        f"--dashboard-agent-grpc-port={agent_grpc_port}", f"--runtime-env-agent-port={runtime_env_port}",
+                        f"--metrics-export-port={metrics_port}", "--disable-usage-stats"],
                        stdout=output, stderr=subprocess.STDOUT, timeout=120, check=True)  # fmt: skip
     address = re.search(r"--address='([^']+)'", log.read_text()).group(1)
     session = Path("/tmp/ray/session_latest").resolve().name

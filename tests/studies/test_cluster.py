@@ -32,7 +32,7 @@ def test_smoke_study_on_a_ray_head_joined_by_address(ray_head: dict, tmp_path: P
 def test_smoke_study_as_a_ray_job(ray_head: dict, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     ray = str(Path(sys.executable).with_name("ray"))
-    for _ in range(24):  # a fresh head's job agent may still be registering (slow on a loaded machine)
+    for _ in range(6):  # a fresh head's job agent may still be registering
         result = subprocess.run(
             [ray, "job", "submit", "--address", ray_head["jobs"], "--working-dir", str(ROOT), "--",
              sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--storage", url,
