@@ -28,7 +28,7 @@ from search_space.space import Choice
 from studies.registry import LRA_SHARING
 from studies.runner import RunOptions, run_study
 from trainers.config import ModelConfig
-from trainers.train import TrainConfig, train
+from trainers.train import train
 
 
 def main(argv: list[str] | None = None) -> None:
