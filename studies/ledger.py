@@ -52,6 +52,11 @@ class PlannedTrial:
     attempt: int = 0
 
 
+def has_values(params: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
+    """Whether ``params`` holds every one of ``values``."""
+    return all(params.get(name) == value for name, value in values.items())
+
+
 def driver_identity() -> str:
     """``host:pid`` of this driver process, recorded on every trial it runs."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -151,11 +156,12 @@ class Ledger:
         if self.asked >= self.total:
             return None
         with self.ask_lock():  # count and ask as one step among all drivers of the study
-            while self.queue and self._baseline_taken(self.queue[0]):  # another driver ran it
+            counted = self._counted_trials()
+            while self.queue and self._baseline_taken(self.queue[0], counted):  # another driver ran it
                 self.queue.pop(0)
                 self.total -= 1
-            if self.asked >= self.total or self._budget_spent():  # other drivers may have taken the rest
-                self.total = self.asked
+            if self.asked >= self.total or (self.budget is not None and len(counted) >= self.budget):
+                self.total = self.asked  # other drivers may have taken the rest
                 return None
             return self._ask_planned(ray_trial_id)
 
@@ -249,22 +255,17 @@ class Ledger:
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
 
-    def _baseline_taken(self, planned: PlannedTrial) -> bool:
+    def _counted_trials(self) -> list[optuna.trial.FrozenTrial]:
+        """Trials that use up the budget: finished or running, seed repeats aside (all drivers')."""
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        return [t for t in self.study.get_trials(deepcopy=False, states=states) if "repeat_of" not in t.user_attrs]
+
+    @staticmethod
+    def _baseline_taken(planned: PlannedTrial, counted: list[optuna.trial.FrozenTrial]) -> bool:
         """A first-run baseline that some driver already runs or ran (a shared store)."""
         if not planned.baseline or planned.retry_of is not None or planned.repeat_of is not None:
             return False
-        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        return any(
-            t.user_attrs.get("baseline") and "repeat_of" not in t.user_attrs and all(t.params.get(k) == v for k, v in planned.fixed.items())
-            for t in self.study.get_trials(deepcopy=False, states=states)
-        )
-
-    def _budget_spent(self) -> bool:
-        if self.budget is None:
-            return False
-        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        counted = [t for t in self.study.get_trials(deepcopy=False, states=states) if "repeat_of" not in t.user_attrs]
-        return len(counted) >= self.budget
+        return any(t.user_attrs.get("baseline") and has_values(t.params, planned.fixed) for t in counted)
 
     def heartbeat(self) -> None:
         """Tell other drivers that this one's running trials are alive."""

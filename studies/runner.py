@@ -24,7 +24,7 @@ from reports.data import pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import StudyLock, masked_url, open_storage, parse_storage_url, resolve_storage_url, single_writer
-from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, recover_interrupted
+from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, has_values, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
 from studies.summary import summary
@@ -135,7 +135,7 @@ def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *,
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
         for values in study.baselines(space)
-        if not any(all(params.get(k) == v for k, v in values.items()) for params in covered)
+        if not any(has_values(params, values) for params in covered)
     ]
     remaining = max(trials - len(finished), 0)
     queue = (retries + baselines)[:remaining]
@@ -194,7 +194,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
     preset = study.preset(options.preset)
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
-    parse_storage_url(url)
+    exclusive = parse_storage_url(url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
     trials = options.trials if options.trials is not None else preset.trials
     baselines = len(study.baselines(space))
     if trials < baselines:
@@ -227,7 +227,6 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             store.set_metric_names([objective.metric for objective in study.objectives])
         _record_settings(store, study, preset, space, trials)
-        exclusive = parse_storage_url(url).get_backend_name() == "sqlite"  # single_writer holds its lock
         queue, searched = _plan(study, space, store, trials, exclusive=exclusive)
         report = options.report or Path("runs/reports") / f"{name}.html"
         print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.config import ModelConfig
-from trainers.costs import count_parameters, device_name, model_flops, peak_flops, peak_memory
+from trainers.costs import Flops, count_parameters, device_name, model_flops, peak_flops, peak_memory
 from trainers.data.batches import iterate_batches, iterate_pair_batches
 from trainers.data.recall import IGNORE
 from trainers.models import build_model
@@ -206,6 +206,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     start = time.perf_counter()
     training_seconds, examples, tokens, flops, peak_bytes, loss_sum, loss_count = 0.0, 0, 0, 0, 0, 0.0, 0
     peak = peak_flops(device, train_config.precision)
+    flops_by_length: dict[int, Flops] = {}
     report_steps = set(train_config.report_steps())
     batches = _endless_batches(splits["train"], model_config, train_config.batch_size, train_config.seed)
     metrics: dict[str, float | int | str | bool] = {}
@@ -229,7 +230,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         masks = [mask for name, mask in batch.items() if name.startswith("padding_mask")]
         examples += len(batch["labels"])
         tokens += sum(int(mask.sum()) for mask in masks)
-        flops += model_flops(model_config, max(mask.shape[1] for mask in masks)).training_step(len(batch["labels"]))
+        length = max(mask.shape[1] for mask in masks)
+        if length not in flops_by_length:  # bucketed batches repeat few lengths
+            flops_by_length[length] = model_flops(model_config, length)
+        flops += flops_by_length[length].training_step(len(batch["labels"]))
         loss_value = float(loss.detach())
         if not math.isfinite(loss_value):  # stop here: every later step would be wasted
             raise NonFiniteLossError(f"training loss is {loss_value} at step {step} of {train_config.steps}")
