@@ -160,5 +160,6 @@ def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> di
         "last trial ended": max(ends).isoformat(timespec="seconds") if ends else "-",
         "device-hours (sum of trial wall time)": round(float(wall) / 3600, 3),
         "trials by state": frame["state"].value_counts().to_dict() if not frame.empty else {},
+        "failed: could not train": frame["infeasible"].value_counts().to_dict() if not frame.empty else {},
         "optuna": optuna.__version__,
     }

@@ -11,7 +11,8 @@ import pandas as pd
 ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
 ATTRIBUTE_COLUMNS = (
     "baseline", "seed", "parameters", "attention_parameters", FLOPS, "examples_per_s", "tokens_per_s",
-    "peak_memory_bytes", "wall_seconds", "device", "reached_step", "pruned_at_step", "error", "ray_trial_id",
+    "peak_memory_bytes", "wall_seconds", "device", "reached_step", "pruned_at_step", "error", "infeasible",
+    "diverged_at_step", "ray_trial_id",
 )  # fmt: skip
 
 

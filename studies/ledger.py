@@ -29,6 +29,7 @@ from ray.tune.search import Searcher
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.registry import Preset, Study
+from studies.sampler import INFEASIBLE_ATTRIBUTE
 
 COST_ATTRIBUTES = (
     "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s", "flops_per_s",
@@ -37,6 +38,10 @@ COST_ATTRIBUTES = (
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
 WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died|worker died", re.IGNORECASE)
+# Errors that say the configuration itself cannot train: told to the sampler, never retried.
+# Ray's own OutOfMemoryError (its memory monitor killed the worker) counts too.
+DIVERGED = re.compile(r"NonFiniteLossError: .*? at step (\d+)")
+OUT_OF_MEMORY = re.compile(r"TrainingOutOfMemoryError|OutOfMemoryError")
 HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
 STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 
@@ -118,6 +123,7 @@ class Ledger:
             finished or running trials (seed repeats aside), counting other drivers' too.
         ask_lock: Held while counting and asking, shared with other drivers of the study
             (``storage.StudyLock``), so that together they respect the budget.
+        memory_bytes: Each trial's memory budget (``trainers.memory.memory_budget``), or None.
     """
 
     def __init__(
@@ -134,8 +140,10 @@ class Ledger:
         cache_dir: str,
         budget: int | None = None,
         ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        memory_bytes: int | None = None,
     ) -> None:
         self.study, self.definition, self.preset, self.space = study, definition, preset, space
+        self.memory_bytes = memory_bytes
         self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
         self.total = len(queue) + searched
@@ -216,7 +224,8 @@ class Ledger:
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial
         self.plans[trial.number] = planned
-        return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir}
+        return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir,
+                "memory_bytes": self.memory_bytes}  # fmt: skip
 
     def record_report(self, number: int, result: Mapping[str, Any]) -> None:
         """Store one report's validation accuracy as the intermediate value at its step."""
@@ -240,7 +249,8 @@ class Ledger:
         if error is not None:
             trial.set_user_attr("error", error)
             state, values = TrialState.FAIL, None
-            self._retry_if_worker_died(number, trial, error)
+            if not self._mark_if_infeasible(trial, error):
+                self._retry_if_worker_died(number, trial, error)
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
             self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
@@ -272,6 +282,18 @@ class Ledger:
         now = time.time()
         for trial in self.open.values():
             trial.set_user_attr("heartbeat", now)
+
+    @staticmethod
+    def _mark_if_infeasible(trial: optuna.Trial, error: str) -> bool:
+        """Mark a trial whose configuration cannot train (``studies.sampler``); True if it was."""
+        if diverged := DIVERGED.search(error):
+            trial.set_user_attr("diverged_at_step", int(diverged.group(1)))
+            trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "diverged")
+            return True
+        if OUT_OF_MEMORY.search(error):
+            trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "out of memory")
+            return True
+        return False
 
     def _retry_if_worker_died(self, number: int, trial: optuna.Trial, error: str) -> None:
         """Queue the configuration again when its process died (not when the training raised)."""

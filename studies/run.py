@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray on this machine's CPUs)")
     parser.add_argument("--cpus-per-trial", type=float, help="CPUs per trial (default: the preset's, 1 for smoke/quick)")
     parser.add_argument("--gpus-per-trial", type=float, help="GPUs per trial, fractions allowed (default: the preset's, 0 for smoke/quick)")
+    parser.add_argument("--trial-memory", type=float, metavar="GIB",
+                        help="host memory one trial may use, in GiB: a trial that needs more fails with an out-of-memory reason "
+                        "and Ray runs only as many trials at once as fit (default: no budget)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampler and of every trial's training (default: 0)")
     parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
     parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from studies.runner import RunOptions, StudyOptionError, run_study  # imports ray: after the line above
     options = RunOptions(
         preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
-        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, seed=args.seed,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, trial_memory_gib=args.trial_memory, seed=args.seed,
         report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache, repeat_seeds=args.repeat_seeds,
     )  # fmt: skip
     try:

@@ -27,10 +27,12 @@ from storage import StudyLock, masked_url, open_storage, parse_storage_url, reso
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, has_values, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
+from studies.sampler import INFEASIBLE_ATTRIBUTE, sampler_for
 from studies.summary import summary
 from studies.trainable import run_trial
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
+from trainers.memory import GIB
 
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -49,6 +51,7 @@ class RunOptions:
     address: str | None = None
     cpus_per_trial: float | None = None
     gpus_per_trial: float | None = None
+    trial_memory_gib: float | None = None
     seed: int = 0
     report: Path | None = None
     fresh: bool = False
@@ -96,18 +99,6 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     return space, others
 
 
-def _sampler(objectives: int, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    """TPE for one objective; NSGA-II for several.
-
-    Optuna's multi-objective TPE fails on pruned trials that have intermediate values
-    (optuna#5260: it asks the study for a single direction), and this product keeps
-    both the pruned trials and their curves.
-    """
-    if objectives == 1:
-        return optuna.samplers.TPESampler(seed=seed)
-    return optuna.samplers.NSGAIISampler(seed=seed, population_size=min(50, max(4, trials // 4)))
-
-
 def _store_name(study: Study, preset: Preset, fixed: dict[str, Value]) -> str:
     """Stable name; fixed knobs make a different study (its trials answer another question)."""
     suffix = "".join(f"-{name}={value}" for name, value in sorted(fixed.items()))
@@ -121,8 +112,10 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
         return None
 
 
-def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *, exclusive: bool) -> tuple[list[PlannedTrial], int]:
+def plan_trials(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *, exclusive: bool) -> tuple[list[PlannedTrial], int]:
     """Retries, then missing baselines, then searched trials, within the budget.
+
+    A baseline that diverged or did not fit is not planned again: the result stands.
 
     ``exclusive``: this driver is the store's only one (see ``recover_interrupted``).
 
@@ -131,7 +124,8 @@ def _plan(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *,
     """
     retries = recover_interrupted(store, exclusive=exclusive)
     finished = [t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES) if "repeat_of" not in t.user_attrs]
-    covered = [t.params for t in finished if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
+    infeasible = [t for t in store.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if INFEASIBLE_ATTRIBUTE in t.user_attrs]
+    covered = [t.params for t in finished + infeasible if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
         for values in study.baselines(space)
@@ -207,6 +201,11 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
         raise StudyOptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, got {cpus} and {gpus}")
     if address := options.address or os.environ.get("RAY_ADDRESS"):
         check_ray_address(address)
+    if options.trial_memory_gib is not None and options.trial_memory_gib <= 0:
+        raise StudyOptionError(f"--trial-memory must be > 0 GiB, got {options.trial_memory_gib}")
+    memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
+    if memory is not None and not address and memory > (machine := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
+        raise StudyOptionError(f"--trial-memory {options.trial_memory_gib} GiB is more than this machine has ({machine / GIB:.3g} GiB)")
 
     with single_writer(url):
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
@@ -220,14 +219,14 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
             study_name=name,
             storage=storage,
             directions=[objective.direction for objective in study.objectives],
-            sampler=_sampler(len(study.objectives), trials, options.seed),
+            sampler=sampler_for(len(study.objectives), trials, options.seed),
             load_if_exists=True,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             store.set_metric_names([objective.metric for objective in study.objectives])
         _record_settings(store, study, preset, space, trials)
-        queue, searched = _plan(study, space, store, trials, exclusive=exclusive)
+        queue, searched = plan_trials(study, space, store, trials, exclusive=exclusive)
         report = options.report or Path("runs/reports") / f"{name}.html"
         print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
 
@@ -238,16 +237,18 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
 
         def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
             attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+            if memory is not None:
+                attributes["memory_budget_bytes"] = memory
             return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes,
-                          str(cache_dir), budget, lock.held)  # fmt: skip
+                          str(cache_dir), budget, lock.held, memory)  # fmt: skip
 
         started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
         try:
             if queue or searched:
-                _tune(ledger(queue, searched, trials), preset, name, cpus, gpus, early_stopping=True)
+                _tune(ledger(queue, searched, trials), preset, name, cpus, gpus, memory, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
-                _tune(ledger(repeats, 0, None), preset, name, cpus, gpus, early_stopping=False)
+                _tune(ledger(repeats, 0, None), preset, name, cpus, gpus, memory, early_stopping=False)
         finally:
             if started:
                 ray.shutdown()
@@ -295,17 +296,29 @@ def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
     return planned
 
 
-def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float, *, early_stopping: bool) -> None:
-    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``)."""
+def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float, memory: int | None, *, early_stopping: bool) -> None:
+    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``).
+
+    Raises:
+        StudyOptionError: no node of the cluster has ``memory`` bytes for one trial.
+    """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     resources = ray.cluster_resources()
     concurrency = max(1, min(int(resources.get("CPU", 1) // cpus), int(resources.get("GPU", 0) // gpus) if gpus else 10**6))
+    request = {"cpu": cpus, "gpu": gpus}
+    if memory is not None:  # Ray then starts only as many trials at once as their budgets fit
+        available = max((node["Resources"].get("memory", 0) for node in ray.nodes() if node["Alive"]), default=0)
+        if memory > available:
+            raise StudyOptionError(f"--trial-memory {memory / GIB:.3g} GiB is more than any Ray node offers "
+                                   f"({available / GIB:.3g} GiB); lower it or add a bigger node")  # fmt: skip
+        request["memory"] = memory
+        concurrency = max(1, min(concurrency, int(resources.get("memory", 0) // memory)))
     scheduler = ASHAScheduler(
         time_attr="step", metric="val_accuracy", mode="max",
         max_t=preset.train.steps, grace_period=preset.grace_steps, reduction_factor=2,
     )  # fmt: skip
     tuner = tune.Tuner(
-        tune.with_resources(run_trial, {"cpu": cpus, "gpu": gpus}),
+        tune.with_resources(run_trial, request),
         tune_config=tune.TuneConfig(
             search_alg=LedgerSearcher(ledger),
             scheduler=scheduler if early_stopping else None,

@@ -1,16 +1,24 @@
-"""Faults really done: a trial's worker killed with SIGKILL mid-study; the driver killed, then the command rerun."""
+"""Faults really done: a worker or the driver killed with SIGKILL, a diverging loss, a trial out of memory, a second reader."""
 
 from __future__ import annotations
 
+import html
+import io
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
+
+from search_space.space import Choice
+from studies.registry import LRA_SHARING, Study
+from studies.runner import RunOptions, plan_trials, run_study
+from studies.sampler import INFEASIBLE_ATTRIBUTE
 
 STUDY = "lra_sharing-smoke-v1-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
@@ -135,3 +143,55 @@ def test_dashboard_reading_the_sqlite_store_during_a_run_does_not_break_it(tmp_p
     assert reads > 10
     trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
     assert len(trials) == 6 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+
+
+def faulty_study() -> Study:
+    """The smoke study with a grid of baselines that holds a diverging learning rate and an MLP too big to fit.
+
+    Grid (learning rate x MLP width): (3e-3, 64) trains; (1e12, 64) turns NaN at step 2;
+    both 2**22-wide MLPs need two 512 MiB weights per layer. Two searched trials follow.
+    """
+    smoke = LRA_SHARING.preset("smoke")
+    domains = {"learning_rate": Choice((3e-3, 1e12)), "mlp_width": Choice((64, 2**22))}
+    knobs = {name: replace(knob, domain=domains.get(name, knob.domain)) for name, knob in LRA_SHARING.space.knobs.items()}
+    preset = replace(smoke, fixed={"num_layers": 2}, domains={**smoke.domains, "num_heads": Choice((2,))} | domains, trials=6)
+    return replace(
+        LRA_SHARING,
+        name="faulty",
+        space=replace(LRA_SHARING.space, knobs=knobs, searched=(*LRA_SHARING.space.searched, *domains)),
+        baseline_grid=("learning_rate", "mlp_width"),
+        presets={"smoke": preset},
+        default_preset="smoke",
+    )
+
+
+def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_on(tmp_path: Path, local_ray, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    options = RunOptions(storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25)
+    outcome = run_study(faulty_study(), options, out=io.StringIO())
+
+    trials = optuna.load_study(study_name=outcome.study_name, storage=url).get_trials()
+    assert len(trials) == 6  # every planned trial ran
+    baselines = {(t.params["learning_rate"], t.params["mlp_width"]): t for t in trials if t.user_attrs["baseline"]}
+    assert baselines[3e-3, 64].state in (TrialState.COMPLETE, TrialState.PRUNED)
+    diverged = baselines[1e12, 64]
+    assert diverged.state == TrialState.FAIL and diverged.user_attrs["diverged_at_step"] == 2
+    assert "training loss is nan at step 2 of 60" in diverged.user_attrs["error"]
+    for learning_rate in (3e-3, 1e12):
+        oversized = baselines[learning_rate, 2**22]
+        assert oversized.state == TrialState.FAIL and oversized.user_attrs[INFEASIBLE_ATTRIBUTE] == "out of memory"
+        assert "budget of 0.25 GiB (--trial-memory) was not enough" in oversized.user_attrs["error"]
+    assert not any("retry_of" in t.user_attrs for t in trials)  # a configuration that cannot train is not retried
+    assert all(t.user_attrs["memory_budget_bytes"] == 2**28 for t in trials)
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert all(INFEASIBLE_ATTRIBUTE in t.user_attrs for t in failed)  # ...and the sampler was told (test_sampler.py)
+    report = outcome.report.read_text()
+    for reason in ("diverged", "out of memory"):  # the report says how many could not train, and why
+        count = sum(t.user_attrs.get(INFEASIBLE_ATTRIBUTE) == reason for t in trials)
+        assert html.escape(f'"{reason}": {count}') in report
+
+    definition = faulty_study()
+    store = optuna.load_study(study_name=outcome.study_name, storage=url)
+    queue, _ = plan_trials(definition, definition.space_for(definition.preset("smoke")), store, 6, exclusive=True)
+    assert not any(planned.baseline for planned in queue)  # a rerun does not train them again: the result stands

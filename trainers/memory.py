@@ -1,0 +1,74 @@
+"""A memory budget for one training run, and out-of-memory errors that say so.
+
+On a shared worker several trials run side by side; one configuration too big for its
+share must fail alone, with a reason, instead of taking the machine (and the other
+trials) down with it. The budget is enforced by the kernel: ``RLIMIT_DATA`` caps the
+process's private writable memory (heap and anonymous mappings, where PyTorch's CPU
+tensors live) at what it uses now plus the budget, so an allocation beyond it fails
+inside PyTorch with an error rather than waking the OOM killer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import resource
+from collections.abc import Iterator
+from pathlib import Path
+
+GIB = 2**30
+_OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|Cannot allocate memory", re.IGNORECASE)
+
+
+class TrainingOutOfMemoryError(MemoryError):
+    """A run needed more memory than it had; the message names the budget and the fix."""
+
+
+def data_segment_bytes() -> int:
+    """This process's private writable memory now (``VmData``), in bytes."""
+    status = Path("/proc/self/status").read_text()
+    match = re.search(r"^VmData:\s+(\d+) kB", status, re.MULTILINE)
+    if match is None:
+        raise OSError("/proc/self/status has no VmData line: memory budgets need Linux")
+    return int(match.group(1)) * 1024
+
+
+@contextlib.contextmanager
+def memory_budget(budget_bytes: int | None) -> Iterator[None]:
+    """Let the block allocate at most ``budget_bytes`` more private memory (None: no budget).
+
+    The previous limit comes back afterwards (a Ray worker process runs many trials).
+
+    Raises:
+        TrainingOutOfMemoryError: an allocation in the block went over the budget (or a
+            GPU ran out of memory); chained to PyTorch's error.
+    """
+    previous = resource.getrlimit(resource.RLIMIT_DATA)
+    if budget_bytes is not None:
+        soft = data_segment_bytes() + budget_bytes
+        if previous[1] != resource.RLIM_INFINITY:
+            soft = min(soft, previous[1])
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, previous[1]))
+    try:
+        yield
+    except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if not is_out_of_memory(error) or isinstance(error, TrainingOutOfMemoryError):
+            raise
+        raise TrainingOutOfMemoryError(_explain(error, budget_bytes)) from error
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, previous)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an allocation failure (host or GPU), not some other runtime error."""
+    return isinstance(error, MemoryError) or bool(_OUT_OF_MEMORY.search(str(error)))
+
+
+def _explain(error: BaseException, budget_bytes: int | None) -> str:
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if type(error).__name__ == "OutOfMemoryError":  # torch's, raised for accelerator memory only
+        return f"out of GPU memory: {detail}; give each trial a whole GPU (--gpus-per-trial) or search smaller models"
+    if budget_bytes is None:
+        return f"out of memory: {detail}; give each trial more memory or search smaller models"
+    return (f"out of memory: the trial's budget of {budget_bytes / GIB:.3g} GiB (--trial-memory) was not enough "
+            f"({detail}); raise --trial-memory or search smaller models")  # fmt: skip
