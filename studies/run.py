@@ -55,6 +55,8 @@ def use_ray_token_for(address: str | None) -> None:
     So this runs before ``ray`` is imported, and only when the user left ``RAY_AUTH_MODE``
     unset and a token exists (``ray start --head`` writes ``~/.ray/auth_token``).
     """
+    if "ray" in sys.modules:  # too late for this process, and Ray processes it starts later would inherit a mismatch
+        return
     address = address or os.environ.get("RAY_ADDRESS")
     if address and address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
         os.environ["RAY_AUTH_MODE"] = "token"

@@ -167,28 +167,37 @@ def _start_ray(address: str | None) -> bool:
     return True
 
 
-def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> RunOutcome:
-    """Run (or resume) a study and write its report.
+@dataclass(frozen=True)
+class TrialResources:
+    """What one trial gets: CPUs, GPUs (fractions share one) and a host-memory budget in bytes (or None)."""
 
-    Everything the user chose is checked before the store is touched or Ray starts.
+    cpus: float
+    gpus: float
+    memory: int | None
 
-    Args:
-        study: The study definition.
-        options: The run's options.
-        out: Where the summary and messages go.
 
-    Returns:
-        The study's name, store, report path and trial counts.
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run's options, checked and with the preset's defaults filled in."""
+
+    preset: Preset
+    space: SearchSpace
+    fixed_others: dict[str, Value]
+    url: str
+    trials: int
+    resources: TrialResources
+
+
+def check_options(study: Study, options: RunOptions) -> CheckedRun:
+    """Check everything the user chose, before the store is touched or Ray starts.
 
     Raises:
-        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
-            before anything is written.
-        StoreBusyError: another driver is writing to the same SQLite store.
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: the
+            message names the option and the fix.
     """
     preset = study.preset(options.preset)
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
-    exclusive = parse_storage_url(url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
     trials = options.trials if options.trials is not None else preset.trials
     baselines = len(study.baselines(space))
     if trials < baselines:
@@ -206,57 +215,85 @@ def run_study(study: Study, options: RunOptions, out: TextIO = sys.stdout) -> Ru
     memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
     if memory is not None and not address and memory > (machine := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
         raise StudyOptionError(f"--trial-memory {options.trial_memory_gib} GiB is more than this machine has ({machine / GIB:.3g} GiB)")
+    return CheckedRun(preset, space, fixed_others, url, trials, TrialResources(cpus, gpus, memory))
 
-    with single_writer(url):
-        optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
-        storage = open_storage(url)
-        name = _store_name(study, preset, options.fixed)
-        if options.fresh and (old := _existing(storage, name)) is not None:
-            new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-            print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(url)}; starting {new!r}", file=out)
-            name = new
-        store = optuna.create_study(
-            study_name=name,
-            storage=storage,
-            directions=[objective.direction for objective in study.objectives],
-            sampler=sampler_for(len(study.objectives), trials, options.seed),
-            load_if_exists=True,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            store.set_metric_names([objective.metric for objective in study.objectives])
-        _record_settings(store, study, preset, space, trials)
-        queue, searched = plan_trials(study, space, store, trials, exclusive=exclusive)
-        report = options.report or Path("runs/reports") / f"{name}.html"
-        print(f"study {name}: {trials - len(queue) - searched} of {trials} trials already finished; running {len(queue) + searched}", file=out)
+
+def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> RunOutcome:
+    """Run (or resume) a study and write its report.
+
+    Args:
+        study: The study definition.
+        options: The run's options.
+        out: Where the summary and messages go (default: ``sys.stdout`` at call time).
+
+    Returns:
+        The study's name, store, report path and trial counts.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
+            before anything is written (``check_options``).
+        StoreBusyError: another driver is writing to the same SQLite store.
+    """
+    out = out or sys.stdout
+    run = check_options(study, options)
+    preset = run.preset
+    with single_writer(run.url):
+        store = _open_study(study, run, options, out)
+        exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
+        queue, searched = plan_trials(study, run.space, store, run.trials, exclusive=exclusive)
+        report = options.report or Path("runs/reports") / f"{store.study_name}.html"
+        print(f"study {store.study_name}: {run.trials - len(queue) - searched} of {run.trials} trials already finished; "
+              f"running {len(queue) + searched}", file=out)  # fmt: skip
 
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
-
-        lock = StudyLock(url, name)
+        lock = StudyLock(run.url, store.study_name)
+        attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+        if run.resources.memory is not None:
+            attributes["memory_budget_bytes"] = run.resources.memory
 
         def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
-            attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
-            if memory is not None:
-                attributes["memory_budget_bytes"] = memory
-            return Ledger(store, study, preset, space, queue, searched, fixed_others, options.seed, attributes,
-                          str(cache_dir), budget, lock.held, memory)  # fmt: skip
+            return Ledger(store, study, preset, run.space, queue, searched, run.fixed_others, options.seed, attributes,
+                          str(cache_dir), budget, lock.held, run.resources.memory)  # fmt: skip
 
         started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
         try:
             if queue or searched:
-                _tune(ledger(queue, searched, trials), preset, name, cpus, gpus, memory, early_stopping=True)
+                _tune(ledger(queue, searched, run.trials), preset, store.study_name, run.resources, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
-                _tune(ledger(repeats, 0, None), preset, name, cpus, gpus, memory, early_stopping=False)
+                _tune(ledger(repeats, 0, None), preset, store.study_name, run.resources, early_stopping=False)
         finally:
             if started:
                 ray.shutdown()
 
-        write_report(store, report, url)
+        write_report(store, report, run.url)
         counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
-        print(summary(store, masked_url(url), report), file=out)
-        return RunOutcome(study_name=name, storage=url, report=report, counts=counts)
+        print(summary(store, masked_url(run.url), report), file=out)
+        return RunOutcome(study_name=store.study_name, storage=run.url, report=report, counts=counts)
+
+
+def _open_study(study: Study, run: CheckedRun, options: RunOptions, out: TextIO) -> optuna.Study:
+    """Create or resume the Optuna study (a new one under ``--fresh``) and record its settings."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
+    storage = open_storage(run.url)
+    name = _store_name(study, run.preset, options.fixed)
+    if options.fresh and (old := _existing(storage, name)) is not None:
+        new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}", file=out)
+        name = new
+    store = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        directions=[objective.direction for objective in study.objectives],
+        sampler=sampler_for(len(study.objectives), run.trials, options.seed),
+        load_if_exists=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        store.set_metric_names([objective.metric for objective in study.objectives])
+    _record_settings(store, study, run.preset, run.space, run.trials)
+    return store
 
 
 def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: SearchSpace, trials: int) -> None:
@@ -296,23 +333,31 @@ def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
     return planned
 
 
-def _tune(ledger: Ledger, preset: Preset, name: str, cpus: float, gpus: float, memory: int | None, *, early_stopping: bool) -> None:
-    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``).
+def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
+    """One trial's Ray resources, and how many trials the cluster fits at once.
 
     Raises:
-        StudyOptionError: no node of the cluster has ``memory`` bytes for one trial.
+        StudyOptionError: no node of the cluster has the memory one trial asks.
     """
+    total = ray.cluster_resources()
+    request = {"cpu": resources.cpus, "gpu": resources.gpus}
+    fits = [int(total.get("CPU", 1) // resources.cpus)]
+    if resources.gpus:
+        fits.append(int(total.get("GPU", 0) // resources.gpus))
+    if resources.memory is not None:  # Ray then starts only as many trials at once as their budgets fit
+        largest = max((node["Resources"].get("memory", 0) for node in ray.nodes() if node["Alive"]), default=0)
+        if resources.memory > largest:
+            raise StudyOptionError(f"--trial-memory {resources.memory / GIB:.3g} GiB is more than any Ray node offers "
+                                   f"({largest / GIB:.3g} GiB); lower it or add a bigger node")  # fmt: skip
+        request["memory"] = resources.memory
+        fits.append(int(total.get("memory", 0) // resources.memory))
+    return request, max(1, min(fits))
+
+
+def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
+    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``)."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
-    resources = ray.cluster_resources()
-    concurrency = max(1, min(int(resources.get("CPU", 1) // cpus), int(resources.get("GPU", 0) // gpus) if gpus else 10**6))
-    request = {"cpu": cpus, "gpu": gpus}
-    if memory is not None:  # Ray then starts only as many trials at once as their budgets fit
-        available = max((node["Resources"].get("memory", 0) for node in ray.nodes() if node["Alive"]), default=0)
-        if memory > available:
-            raise StudyOptionError(f"--trial-memory {memory / GIB:.3g} GiB is more than any Ray node offers "
-                                   f"({available / GIB:.3g} GiB); lower it or add a bigger node")  # fmt: skip
-        request["memory"] = memory
-        concurrency = max(1, min(concurrency, int(resources.get("memory", 0) // memory)))
+    request, concurrency = _trial_request(resources)
     scheduler = ASHAScheduler(
         time_attr="step", metric="val_accuracy", mode="max",
         max_t=preset.train.steps, grace_period=preset.grace_steps, reduction_factor=2,

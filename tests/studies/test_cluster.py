@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import SMOKE_STUDY
@@ -16,10 +17,13 @@ from tests.conftest import SMOKE_STUDY
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_smoke_study_on_a_ray_head_joined_by_address(ray_head: dict, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["host:port", "auto"])
+def test_smoke_study_on_a_ray_head_joined_by_address(how: str, ray_head: dict, tmp_path: Path) -> None:
+    """By the head's address from another machine, or with ``--address auto`` on a node of the cluster."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
+    address = ray_head["address"] if how == "host:port" else "auto"
     result = subprocess.run(
-        [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--address", ray_head["address"],
+        [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--address", address,
          "--storage", url, "--data-cache", str(tmp_path / "data")],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
