@@ -56,3 +56,13 @@ def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
     rows = [fields for fields in map(str.split, result.stdout.splitlines()) if fields[:1] == ["sqlite"] and fields[1].isdigit()]
     assert [row[1] for row in rows] == ["1", "2"]
     assert all(float(row[2]) > 0 and row[5] == "True" for row in rows)
+
+
+def test_infeasible_benchmark_prints_told_and_untold_for_each_sampler() -> None:
+    from benchmarks.infeasible import SAMPLERS
+
+    result = subprocess.run([sys.executable, "-m", "benchmarks.infeasible", "--trials", "16", "--seeds", "1"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    rows = result.stdout.splitlines()[2:]
+    assert [row[:24].strip() for row in rows] == [name for name in SAMPLERS for _ in range(2)]
+    assert [row.split()[-3] for row in rows] == ["no", "yes"] * len(SAMPLERS)
