@@ -38,7 +38,8 @@ COST_ATTRIBUTES = (
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
 WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died|worker died", re.IGNORECASE)
-# Errors that say the configuration itself cannot train: told to the sampler, never retried.
+# Errors that say the configuration itself cannot train: told to the sampler (as forbidden
+# combinations are), never retried.
 # Ray's own OutOfMemoryError (its memory monitor killed the worker) counts too.
 DIVERGED = re.compile(r"NonFiniteLossError: .*? at step (\d+)")
 OUT_OF_MEMORY = re.compile(r"TrainingOutOfMemoryError|OutOfMemoryError")
@@ -180,8 +181,9 @@ class Ledger:
             trial, sampled = self._sample(planned.fixed)
             try:
                 knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
-            except SearchSpaceError as error:  # a forbidden combination: not a training trial
+            except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns the rules
                 trial.set_user_attr("error", f"rejected before training: {error}")
+                trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "forbidden combination")
                 self.study.tell(trial, state=TrialState.FAIL)
                 continue
             return self._start(trial, knobs, planned, ray_trial_id)

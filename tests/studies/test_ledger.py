@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from storage import open_storage
+from dataclasses import replace
+
+from search_space.knobs import KNOBS, RULES
+from search_space.space import SearchSpace, SearchSpaceError
 from studies.ledger import Ledger, PlannedTrial
 from studies.registry import LRA_SHARING
+from studies.sampler import INFEASIBLE_ATTRIBUTE, InfeasibleAwareSampler
 
 PRESET = LRA_SHARING.preset("smoke")
 
@@ -68,3 +74,32 @@ def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path:
         number = retry["number"]
     ledger.finish(number, report(20), died)
     assert ledger.ask("retry-3") is None and ledger.done()  # two retries, then given up
+
+
+def rule_breaking_ledger(tmp_path: Path, sampler: optuna.samplers.BaseSampler) -> Ledger:
+    """40 DAMCHA trials over metric_mode x metric_form, where rowsum with mahalanobis is forbidden."""
+    space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
+    store = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"), directions=["maximize", "minimize"], sampler=sampler)
+    return Ledger(store, replace(LRA_SHARING, space=space), PRESET, space, [], 40, {}, 3, {}, str(tmp_path))
+
+
+def run_all(ledger: Ledger) -> None:
+    for number in range(40):
+        config = ledger.ask(f"ray-{number}")
+        assert not (config["model"]["metric_mode"] == "rowsum" and config["model"]["metric_form"] != "bilinear")
+        ledger.finish(config["number"], report(60, final=True), None)
+
+
+def test_forbidden_combinations_are_failed_before_training_and_the_sampler_learns_the_rule(tmp_path: Path) -> None:
+    ledger = rule_breaking_ledger(tmp_path, InfeasibleAwareSampler(optuna.samplers.TPESampler(seed=0)))
+    run_all(ledger)
+    trials = ledger.study.get_trials()
+    rejected = [t for t in trials if t.state == TrialState.FAIL]
+    assert rejected and all(t.user_attrs["error"].startswith("rejected before training: forbidden combination") for t in rejected)
+    assert all(t.user_attrs[INFEASIBLE_ATTRIBUTE] == "forbidden combination" for t in rejected)
+    late = trials[len(trials) // 2 :]  # told, TPE proposes the forbidden corner less than its prior 1/4
+    assert sum(t.state == TrialState.FAIL for t in late) < len(late) / 4
+
+    untold = rule_breaking_ledger(tmp_path / "untold", optuna.samplers.TPESampler(seed=0))
+    with pytest.raises(SearchSpaceError, match="50 sampled configurations in a row broke the study's rules"):
+        run_all(untold)  # not told, the same sampler soon proposes nothing else
