@@ -45,7 +45,6 @@ def diverging_share(sampler: optuna.samplers.BaseSampler, objectives: int, trial
         learning_rate = trial.suggest_categorical("learning_rate", LEARNING_RATES)
         width = trial.suggest_int("width", 1, 8)
         if learning_rate > 1:
-            trial.set_user_attr("error", "NonFiniteLossError: training loss is nan at step 2 of 60")
             trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "diverged")
             study.tell(trial, state=TrialState.FAIL)
             late_diverged += number >= trials // 2

@@ -42,7 +42,7 @@ WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died
 # combinations are), never retried.
 # Ray's own OutOfMemoryError (its memory monitor killed the worker) counts too.
 DIVERGED = re.compile(r"NonFiniteLossError: .*? at step (\d+)")
-OUT_OF_MEMORY = re.compile(r"TrainingOutOfMemoryError|OutOfMemoryError")
+OUT_OF_MEMORY = re.compile(r"OutOfMemoryError")  # ours (TrainingOutOfMemoryError), torch's and Ray's
 HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
 STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 

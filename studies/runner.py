@@ -123,8 +123,9 @@ def plan_trials(study: Study, space: SearchSpace, store: optuna.Study, trials: i
         The queue of fixed trials and how many searched trials follow it.
     """
     retries = recover_interrupted(store, exclusive=exclusive)
-    finished = [t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES) if "repeat_of" not in t.user_attrs]
-    infeasible = [t for t in store.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if INFEASIBLE_ATTRIBUTE in t.user_attrs]
+    stored = store.get_trials(deepcopy=False)
+    finished = [t for t in stored if t.state in FINISHED_STATES and "repeat_of" not in t.user_attrs]
+    infeasible = [t for t in stored if t.state == TrialState.FAIL and INFEASIBLE_ATTRIBUTE in t.user_attrs]
     covered = [t.params for t in finished + infeasible if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
