@@ -6,6 +6,7 @@ GPU the layers run in bf16 autocast and the SDPA kernel that ran is reported.
 
     python -m benchmarks.attention                       # T = 256, 1024, 4096; D=256, H=8
     python -m benchmarks.attention --lengths 1024 --reps 9
+    python -m benchmarks.attention --causal --lengths 1024 4096   # causal targets, met or missed
 """
 
 from __future__ import annotations
@@ -40,33 +41,72 @@ class Variant:
         return run
 
 
-def variants(d_model: int, heads: int, width: int) -> list[Variant]:
-    """MHA, DAMCHA over ranks, depths, forms and modes, and the explicit reference."""
-    def damcha(**knobs) -> DAMCHA:
-        return DAMCHA(d_model, heads, generator_width=width, **({"metric_rank": 16, "generator_depth": 2} | knobs))
+def variants(d_model: int, heads: int, width: int, *, causal: bool) -> list[Variant]:
+    """MHA, DAMCHA over ranks, depths, forms and modes, and the explicit reference.
 
-    rows = [Variant("mha", MultiHeadAttention(d_model, heads))]
-    for rank in (4, 16, 64):
-        for depth in (0, 2):
-            rows.append(Variant(f"damcha r{rank} g{depth}", damcha(metric_rank=rank, generator_depth=depth)))
-    rows.append(Variant("damcha r16 g2 mahalanobis", damcha(metric_form="mahalanobis")))
-    rows.append(Variant("damcha r16 g2 rowsum", damcha(metric_mode="rowsum")))
-    rows.append(Variant("damcha full g2 rowsum", damcha(metric_mode="rowsum", metric_rank="full")))
+    Causal: the layer defaults (one metric per ``DEFAULT_METRIC_CHUNK`` positions) beside
+    one metric per position (``metric_chunk=1``).
+    """
+    def damcha(**knobs) -> DAMCHA:
+        defaults = {"metric_rank": 16, "generator_depth": 2, "causal": causal}
+        return DAMCHA(d_model, heads, generator_width=width, **(defaults | knobs))
+
+    rows = [Variant("mha", MultiHeadAttention(d_model, heads, causal=causal))]
+    if causal:
+        rows.append(Variant("damcha r16 g2", damcha()))
+        rows.append(Variant("damcha r16 g2 mahalanobis", damcha(metric_form="mahalanobis")))
+        rows.append(Variant("damcha r16 g2 rowsum", damcha(metric_mode="rowsum")))
+        rows.append(Variant("damcha full g2 rowsum", damcha(metric_mode="rowsum", metric_rank="full")))
+        for name, knobs in (("damcha r16 g2", {}), ("damcha r16 g2 rowsum", {"metric_mode": "rowsum"}),
+                            ("damcha full g2 rowsum", {"metric_mode": "rowsum", "metric_rank": "full"})):  # fmt: skip
+            rows.append(Variant(f"{name} chunk 1", damcha(metric_chunk=1, **knobs)))
+    else:
+        for rank in (4, 16, 64):
+            for depth in (0, 2):
+                rows.append(Variant(f"damcha r{rank} g{depth}", damcha(metric_rank=rank, generator_depth=depth)))
+        rows.append(Variant("damcha r16 g2 mahalanobis", damcha(metric_form="mahalanobis")))
+        rows.append(Variant("damcha r16 g2 rowsum", damcha(metric_mode="rowsum")))
+        rows.append(Variant("damcha full g2 rowsum", damcha(metric_mode="rowsum", metric_rank="full")))
     rows.append(Variant("explicit damcha r16 g2", damcha(), explicit=True))
     return rows
 
 
-def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, tokens: int, reps: int) -> None:
-    """Print one table per sequence length."""
+# Causal targets at the layer defaults: (rows, worst time ratio, worst memory ratio) against MHA.
+CAUSAL_TARGETS = (
+    (("damcha r16 g2", "damcha r16 g2 mahalanobis", "damcha r16 g2 rowsum"), 1.15, 1.3),
+    (("damcha full g2 rowsum",), 1.5, None),
+)
+
+
+def causal_targets(length: int, seconds: dict[str, float], memory: dict[str, int]) -> list[str]:
+    """One line per causal target: the worst ratio to MHA among its rows, met or missed."""
+    lines = []
+    for names, time_limit, memory_limit in CAUSAL_TARGETS:
+        time_ratio = max(seconds[name] / seconds["mha"] for name in names)
+        line = f"T={length} {', '.join(names)}: time {time_ratio:.2f}x MHA (target <= {time_limit})"
+        met = time_ratio <= time_limit
+        if memory_limit is not None:
+            memory_ratio = max(memory[name] / max(memory["mha"], 1) for name in names)
+            line += f", peak memory {memory_ratio:.2f}x MHA (target <= {memory_limit})"
+            met = met and memory_ratio <= memory_limit
+        lines.append(line + (": met" if met else ": MISSED"))
+    explicit = seconds["explicit damcha r16 g2"] / seconds["damcha r16 g2"]
+    lines.append(f"T={length} explicit-score form {explicit:.1f}x the fused one's time (target >= 5 at 4096)")
+    return lines
+
+
+def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, tokens: int, reps: int, causal: bool) -> None:
+    """Print one table per sequence length (and, causal, how the targets came out)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     )
-    rows = variants(d_model, heads, width)
+    rows = variants(d_model, heads, width, causal=causal)
     for row in rows:
         row.layer.to(device)
     print(f"device: {device_name(device)}; D={d_model}, H={heads}, generator width {width}, "
-          f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}; median of {reps} fwd+bwd steps")
+          f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}, {'causal' if causal else 'bidirectional'}; "
+          f"median of {reps} fwd+bwd steps")
     for length in lengths:
         batch = max(1, tokens // length)
         x = torch.randn(batch, length, d_model, device=device, requires_grad=True)
@@ -90,16 +130,17 @@ def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, token
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     times[row.name].append(time.perf_counter() - start)
-        base_time = statistics.median(times["mha"])
+        seconds = {name: statistics.median(values) for name, values in times.items()}
         base_memory = max(memory["mha"], 1)
         print(f"\nT={length}, batch {batch}")
-        print(f"{'variant':<28}{'ms':>10}{'x MHA':>8}{'peak MiB':>10}{'x MHA':>8}  kernel")
+        print(f"{'variant':<30}{'ms':>10}{'x MHA':>8}{'peak MiB':>10}{'x MHA':>8}  kernel")
         for row in rows:
-            seconds = statistics.median(times[row.name])
             print(
-                f"{row.name:<28}{seconds * 1e3:>10.1f}{seconds / base_time:>8.2f}"
+                f"{row.name:<30}{seconds[row.name] * 1e3:>10.1f}{seconds[row.name] / seconds['mha']:>8.2f}"
                 f"{memory[row.name] / 2**20:>10.1f}{memory[row.name] / base_memory:>8.2f}  {kernels[row.name]}"
             )
+        if causal:
+            print("\n".join(causal_targets(length, seconds, memory)))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,12 +152,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generator-width", type=int, default=64, help="DAMCHA generator width (default: 64)")
     parser.add_argument("--tokens", type=int, default=8192, help="tokens per batch: batch = tokens // T (default: 8192)")
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions per variant (default: 5)")
+    parser.add_argument("--causal", action="store_true", help="causal layers: the chunked metric against one per position")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    benchmark(args.lengths, d_model=args.d_model, heads=args.heads, width=args.generator_width, tokens=args.tokens, reps=args.reps)
+    benchmark(args.lengths, d_model=args.d_model, heads=args.heads, width=args.generator_width, tokens=args.tokens, reps=args.reps,
+              causal=args.causal)
 
 
 if __name__ == "__main__":

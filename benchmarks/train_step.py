@@ -9,6 +9,7 @@ with ratios to MHA. On a CUDA GPU the step runs in bf16 autocast with fused Adam
     python -m benchmarks.train_step                                  # GPU sizes: T = 512 ... 16384, D=512, H=8, 4 layers
     python -m benchmarks.train_step --lengths 1024 --tokens 4096     # the CPU target (T=1K)
     python -m benchmarks.train_step --lengths 64 128 --d-model 64 --layers 2 --tokens 512 --reps 1   # seconds
+    python -m benchmarks.train_step --causal --lengths 1024 4096 --d-model 256 --tokens 8192   # DecoderLM rows
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ VARIANTS: dict[str, dict] = {
     "damcha r16 g2 stack rowsum": {"metric_rank": 16, "generator_depth": 2, "sharing": "stack", "metric_mode": "rowsum"},
     "explicit damcha r16 g2 stack": {"attention": "damcha_explicit", "metric_rank": 16, "generator_depth": 2, "sharing": "stack"},
 }
+# Causal (DecoderLM) only: the metric per position that the default chunk replaces, and full rank.
+CAUSAL_VARIANTS: dict[str, dict] = {
+    "damcha r16 g2 stack chunk 1": {"metric_rank": 16, "generator_depth": 2, "sharing": "stack", "metric_chunk": 1},
+    "damcha full g2 stack rowsum": {"metric_rank": "full", "generator_depth": 2, "sharing": "stack", "metric_mode": "rowsum"},
+}
 TARGET_VARIANTS = [name for name, knobs in VARIANTS.items() if knobs.get("sharing") == "stack" and name.startswith("damcha")
                    and knobs.get("metric_mode") is None and knobs.get("metric_form") is None]  # fmt: skip
 
@@ -72,8 +78,11 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokens: torc
           device: torch.device, precision: str) -> Callable[[], None]:  # fmt: skip
     def run() -> None:
         with autocast(device, precision):
-            logits = model(tokens, None)  # (B, C): no padding, so SDPA may pick FlashAttention
-        F.cross_entropy(logits.float(), labels).backward()
+            logits = model(tokens, None)  # (B, C) or, decoder, (B, T, V): no padding, so SDPA may pick FlashAttention
+        if logits.dim() == 3:  # next-token prediction
+            F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten()).backward()
+        else:
+            F.cross_entropy(logits.float(), labels).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":
@@ -82,16 +91,22 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokens: torc
     return run
 
 
+def variants(causal: bool) -> dict[str, dict]:
+    """The rows to run: every variant, and the causal-only ones for the decoder."""
+    return VARIANTS | CAUSAL_VARIANTS if causal else VARIANTS
+
+
 def measure_length(length: int, args: argparse.Namespace, device: torch.device) -> list[Row]:
     """Build, check and time every variant at one sequence length."""
     batch = max(1, args.tokens // length)
     base = {"vocab_size": 258, "num_classes": 10, "max_length": length, "d_model": args.d_model, "num_heads": args.heads,
-            "num_layers": args.layers, "mlp_width": 4 * args.d_model, "pooling": "mean"}  # fmt: skip
+            "num_layers": args.layers, "mlp_width": 4 * args.d_model, "pooling": "mean",
+            "architecture": "decoder" if args.causal else "encoder"}  # fmt: skip
     tokens = torch.randint(2, 258, (batch, length), device=device)
     labels = torch.randint(0, 10, (batch,), device=device)
     rows, steps = [], {}
     element = 2 if args.precision == "bf16" else 4
-    for name, knobs in VARIANTS.items():
+    for name, knobs in variants(args.causal).items():
         row = Row(length, name)
         rows.append(row)
         config = ModelConfig(**(base | {"attention": "damcha"} | knobs))
@@ -133,7 +148,7 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
         if row.variant in times:
             row.seconds = statistics.median(times[row.variant])
             row.tokens_per_s = batch * length / row.seconds
-            config = ModelConfig(**(base | {"attention": "damcha"} | VARIANTS[row.variant]))
+            config = ModelConfig(**(base | {"attention": "damcha"} | variants(args.causal)[row.variant]))
             row.mfu = model_flops(config, length).training_step(batch) / row.seconds / peak if peak else float("nan")
     return rows
 
@@ -161,6 +176,12 @@ def targets(rows: list[Row]) -> str:
         time_ratio = max(row.seconds / mha[row.length].seconds for row in damcha)
         memory_ratio = max(row.peak_bytes / mha[row.length].peak_bytes for row in damcha)
         lines.append(f"DAMCHA (rank <= 32, stack sharing): worst step time {time_ratio:.2f}x MHA, worst peak memory {memory_ratio:.2f}x MHA")
+    for name in ("damcha r16 g2 stack rowsum", *CAUSAL_VARIANTS):
+        ratios = [(row.seconds / mha[row.length].seconds, row.peak_bytes / mha[row.length].peak_bytes)
+                  for row in rows if row.variant == name and row.status == "ok"]  # fmt: skip
+        if ratios:
+            lines.append(f"{name}: worst step time {max(r[0] for r in ratios):.2f}x MHA, "
+                         f"worst peak memory {max(r[1] for r in ratios):.2f}x MHA")  # fmt: skip
     by_length = {(row.length, row.variant): row for row in rows}
     for length in sorted(mha):
         explicit, fused = by_length.get((length, "explicit damcha r16 g2 stack")), by_length.get((length, "damcha r16 g2 stack"))
@@ -184,11 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--causal", action="store_true", help="DecoderLM (next-token loss) instead of the classifier")
     parser.add_argument("--explicit-limit-gb", type=float, default=8.0, help="skip the explicit form above this estimate")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
     args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
-    print(f"{device_name(device)}, {args.precision}, D={args.d_model}, H={args.heads}, {args.layers} layers, "
+    print(f"{device_name(device)}, {args.precision}, {'DecoderLM' if args.causal else 'EncoderClassifier'}, "
+          f"D={args.d_model}, H={args.heads}, {args.layers} layers, "
           f"{args.tokens} tokens per step, compile={args.compile}", flush=True)  # fmt: skip
     rows = []
     for length in args.lengths:

@@ -17,7 +17,7 @@ AXES = {
     SECONDS_PER_1K: "measured training time per 1,000 examples, s (log scale)",
 }
 KNOB_COLUMNS = ("d_model", "num_heads", "sharing", "metric_rank", "generator_depth", "generator_width", "metric_form",
-                "metric_mode", "num_layers", "learning_rate")  # fmt: skip
+                "metric_mode", "metric_chunk", "num_layers", "learning_rate")  # fmt: skip
 COLORS = {"damcha": "#1f77b4", "mha": "#d62728", "pruned": "#9e9e9e"}
 LAYOUT = {"template": "plotly_white", "height": 460, "margin": {"l": 70, "r": 30, "t": 60, "b": 60}, "hoverlabel": {"align": "left"}}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from search_space.space import Choice, Knob, Range, Rule, Value
-from trainers.attention.damcha import METRIC_FORMS, METRIC_MODES
+from trainers.attention.damcha import DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES
 from trainers.config import parse_sharing
 
 DAMCHA_ONLY = {"attention": ("damcha",)}
@@ -24,6 +24,8 @@ KNOBS: dict[str, Knob] = {
         Knob("metric_mode", Choice(METRIC_MODES), "cross", DAMCHA_ONLY, "cross-head metric or the authors' rowsum mode"),
         Knob("generator_depth", Choice((0, 1, 2, 3)), 1, DAMCHA_ONLY, "hidden layers of the metric generator (0 = static metric)"),
         Knob("generator_width", Choice((16, 32, 64, 128, 256)), 64, DAMCHA_ONLY, "hidden width of the metric generator"),
+        Knob("metric_chunk", Choice((1, 16, 64, 256)), DEFAULT_METRIC_CHUNK, DAMCHA_ONLY,
+             "causal models: positions per generated metric (1 = one per position)"),
         Knob("sharing", Choice(("layer", "group:2", "group:3", "group:4", "stack")), "layer", DAMCHA_ONLY,
              "consecutive layers sharing one generator"),
         Knob("d_model", Choice((32, 64, 128, 256, 512)), 128, help="model width D"),
@@ -54,5 +56,5 @@ RULES: tuple[Rule, ...] = (
 )
 
 MODEL_KNOBS = ("attention", "num_heads", "metric_rank", "metric_form", "metric_mode", "generator_depth",
-               "generator_width", "sharing", "d_model", "num_layers", "mlp_width")
+               "generator_width", "metric_chunk", "sharing", "d_model", "num_layers", "mlp_width")
 TRAINING_KNOBS = ("learning_rate", "weight_decay")

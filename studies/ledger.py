@@ -30,6 +30,7 @@ from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.registry import Preset, Study
 from studies.sampler import INFEASIBLE_ATTRIBUTE
+from trainers.config import ModelConfig
 
 COST_ATTRIBUTES = (
     "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s", "flops_per_s",
@@ -211,7 +212,7 @@ class Ledger:
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], planned: PlannedTrial, ray_trial_id: str) -> dict[str, Any]:
         train = asdict(self.preset.train) | {k: v for k, v in knobs.items() if k in TRAINING_KNOBS}
         train["seed"] = self.seed * 100_000 + trial.number
-        model = self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS}
+        model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
         attributes = self.run_attributes | {
             "baseline": planned.baseline,
             "seed": train["seed"],

@@ -23,6 +23,40 @@ def test_attention_benchmark_prints_a_row_per_variant() -> None:
     assert "flash_attention_for_cpu" in table[1] and table[-1].endswith("explicit")
 
 
+def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.attention", "--causal", "--lengths", "32", "--d-model", "64", "--heads", "4",
+         "--reps", "1", "--tokens", "64"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )
+    lines = result.stdout.splitlines()
+    start = lines.index("T=32, batch 2") + 2
+    names = [line[:30].strip() for line in lines[start : start + 9]]
+    assert names == ["mha", "damcha r16 g2", "damcha r16 g2 mahalanobis", "damcha r16 g2 rowsum", "damcha full g2 rowsum",
+                     "damcha r16 g2 chunk 1", "damcha r16 g2 rowsum chunk 1", "damcha full g2 rowsum chunk 1",
+                     "explicit damcha r16 g2"]  # fmt: skip
+    verdicts = lines[start + 9 :]
+    assert len(verdicts) == 3 and all(line.endswith((": met", ": MISSED")) for line in verdicts[:2])
+    assert "explicit-score form" in verdicts[2]
+
+
+def test_train_step_benchmark_runs_the_decoder_rows() -> None:
+    from benchmarks.train_step import CAUSAL_VARIANTS, VARIANTS
+
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train_step", "--causal", "--lengths", "32", "--d-model", "32", "--heads", "4",
+         "--layers", "2", "--tokens", "64", "--reps", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    )
+    assert "DecoderLM" in result.stdout.splitlines()[0]
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
+    rows = lines[header + 1 : header + 1 + len(VARIANTS) + len(CAUSAL_VARIANTS)]
+    assert [line[8:40].strip() for line in rows] == [*VARIANTS, *CAUSAL_VARIANTS]
+    assert all(line.endswith("ok") for line in rows)
+    assert any(line.startswith("damcha full g2 stack rowsum: worst step time") for line in lines)
+
+
 def test_train_step_benchmark_checks_and_times_every_variant() -> None:
     from benchmarks.train_step import VARIANTS
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
-from trainers.attention import ATTENTION, DAMCHA, validate_damcha_knobs
+from trainers.attention import ATTENTION, DAMCHA, DEFAULT_METRIC_CHUNK, validate_damcha_knobs
 from trainers.attention.metric import Rank
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
@@ -57,8 +58,9 @@ class ModelConfig:
         dropout: Dropout on residual branches and attention weights.
         pooling: ``cls`` (a learned CLS token) or ``mean`` (masked mean); classifiers only.
         attention: ``mha`` or ``damcha``.
-        metric_rank, metric_form, metric_mode, generator_depth, generator_width: see
-            ``trainers.attention.DAMCHA``.
+        metric_rank, metric_form, metric_mode, generator_depth, generator_width,
+            metric_chunk: see ``trainers.attention.DAMCHA`` (``metric_chunk`` acts in the
+            decoder only: positions per generated metric).
         sharing: ``layer``, ``group:K`` or ``stack``: how many consecutive layers share
             one metric generator, run once on the first of them.
     """
@@ -79,6 +81,7 @@ class ModelConfig:
     metric_mode: str = "cross"
     generator_depth: int = 1
     generator_width: int = 64
+    metric_chunk: int = DEFAULT_METRIC_CHUNK
     sharing: str = "layer"
 
     def __post_init__(self) -> None:
@@ -106,6 +109,7 @@ class ModelConfig:
                 metric_mode=self.metric_mode,
                 generator_depth=self.generator_depth,
                 generator_width=self.generator_width,
+                metric_chunk=self.metric_chunk,
             )
             parse_sharing(self.sharing, self.num_layers)
 
@@ -123,6 +127,16 @@ class ModelConfig:
     def layers_per_generator(self) -> int:
         """Consecutive layers sharing one DAMCHA generator."""
         return parse_sharing(self.sharing, self.num_layers)
+
+    @classmethod
+    def completed(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every field's value: the given ones, the defaults for the rest (not validated).
+
+        A record of a run keeps this, so that it re-runs the same model after a default
+        changes.
+        """
+        defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+        return defaults | dict(values)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:

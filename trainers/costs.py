@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop
 
 from trainers.attention import MetricGenerator
+from trainers.attention.metric import chunk_count
 from trainers.config import ModelConfig
 
 # The fused attention's backward recomputes the scores: the counter charges 2.5× its forward.
@@ -95,7 +96,10 @@ def _generator_flops(config: ModelConfig, contexts: int) -> int:
     if config.generator_depth == 0:
         return 0
     d, width = config.d_model, config.generator_width
-    out = d * d if config.metric_rank == "full" else 2 * d * config.metric_rank
+    if config.metric_rank == "full":  # the rowsum mode emits only the row sums of W's head blocks: H·d² = D·d
+        out = d * (d // config.num_heads) if config.metric_mode == "rowsum" else d * d
+    else:
+        out = 2 * d * config.metric_rank
     per_context = d * width + (config.generator_depth - 1) * width * width + width * out
     return 2 * contexts * per_context
 
@@ -124,9 +128,10 @@ def encoder_stack_flops(config: ModelConfig, length: int) -> Flops:
         attention = projections + _metric_application_flops(config, length)
     generators = 0
     if config.is_damcha:
-        per_position = config.causal and config.generator_depth > 0
+        chunked = config.causal and config.generator_depth > 0
+        contexts = chunk_count(length, config.metric_chunk) if chunked else 1
         groups = math.ceil(layers / config.layers_per_generator)
-        generators = groups * _generator_flops(config, length if per_position else 1)
+        generators = groups * _generator_flops(config, contexts)
     return Flops(dense=layers * (attention + mlp) + generators, attention_core=layers * core)
 
 

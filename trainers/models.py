@@ -21,6 +21,7 @@ def _attention_knobs(config: ModelConfig, *, own_generator: bool) -> dict:
             metric_mode=config.metric_mode,
             generator_depth=config.generator_depth,
             generator_width=config.generator_width,
+            metric_chunk=config.metric_chunk,
             own_generator=own_generator,
         )
     return knobs

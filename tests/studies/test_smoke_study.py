@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 
 from optuna.trial import TrialState
 
 from studies.registry import LRA_SHARING
 from tests.conftest import SMOKE_STUDY as NAME
+from trainers.config import ModelConfig
 
 PRESET = LRA_SHARING.preset("smoke")
 STEPS = PRESET.train.steps
@@ -35,6 +37,15 @@ def test_every_trial_is_complete_or_pruned_with_its_record(smoke_run: dict) -> N
         else:
             assert steps[-1] < STEPS and trial.user_attrs["pruned_at_step"] == steps[-1]
     assert len({t.user_attrs["seed"] for t in trials}) == len(trials)
+
+
+def test_each_trial_records_its_whole_model_configuration(smoke_run: dict) -> None:
+    """Defaults included (metric_chunk, say), so that a trial re-runs the same model after a default changes."""
+    for trial in smoke_run["first"]:
+        model = trial.user_attrs["model_config"]
+        assert set(model) == {f.name for f in fields(ModelConfig)}
+        assert ModelConfig(**model).attention == trial.params["attention"]
+        assert all(model[name] == value for name, value in trial.params.items() if name in model)
 
 
 def test_mha_baselines_run_first_at_every_head_count(smoke_run: dict) -> None:

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from trainers.attention import DAMCHA, Metric, MultiHeadAttention, build_attention, reference_attention
+from trainers.attention import DAMCHA, Metric, MultiHeadAttention, build_attention, reference_attention, sequence_context
 from trainers.registry import UnknownNameError
 
 B, T, D, H = 3, 9, 16, 4
@@ -164,6 +164,8 @@ def test_registry_builds_by_name_and_suggests_close_names() -> None:
         (dict(metric_mode="rowsum", metric_form="mahalanobis"), "not allowed with metric_mode='rowsum'"),
         (dict(generator_depth=-1), "generator_depth=-1 must be >= 0"),
         (dict(generator_width=0), "generator_width=0 must be >= 1"),
+        (dict(metric_chunk=0), r"metric_chunk=0 must be an integer >= 1 \(1 = one metric per position\)"),
+        (dict(metric_chunk=2.0), "metric_chunk=2.0 must be an integer >= 1"),
     ],
 )
 def test_invalid_knobs_name_field_value_and_allowed(knobs: dict, message: str) -> None:
@@ -171,3 +173,86 @@ def test_invalid_knobs_name_field_value_and_allowed(knobs: dict, message: str) -
     num_heads = arguments.pop("num_heads")
     with pytest.raises(ValueError, match=message):
         DAMCHA(D, num_heads, **arguments)
+
+
+CHUNKS = [1, 3, 4, 16]  # one per position; dividing T=9 or not; longer than the sequence
+
+
+def _chunked(variant: dict, chunk: int) -> DAMCHA:
+    attn = _damcha(variant, causal=True)
+    attn.metric_chunk = chunk
+    return attn
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
+@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("variant", VARIANTS, ids=map(_ids, VARIANTS))
+def test_chunked_causal_metric_matches_reference(variant: dict, chunk: int, padded: bool) -> None:
+    attn = DAMCHA(D, H, generator_width=8, causal=True, metric_chunk=chunk, **variant)
+    with torch.no_grad():
+        for p in attn.generator.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x, mask = _inputs(padded)
+    weights = torch.randn(B, T, D)
+
+    fused = attn(x, mask)
+    fused_grads = torch.autograd.grad(_loss(fused, mask, weights), [x, *attn.parameters()])
+    reference = reference_attention(attn, x, mask)
+    reference_grads = torch.autograd.grad(_loss(reference, mask, weights), [x, *attn.parameters()])
+
+    real = torch.ones(B, T, dtype=torch.bool) if mask is None else mask
+    torch.testing.assert_close(fused[real], reference[real], atol=2e-5, rtol=1e-4)
+    for got, want in zip(fused_grads, reference_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=map(_ids, VARIANTS))
+def test_chunk_of_one_is_one_metric_per_position_from_its_prefix_mean(variant: dict) -> None:
+    """metric_chunk=1 computes what a metric per position computes: position t's metric is
+    generated from the mean of the real tokens at positions <= t."""
+    attn = _chunked(variant, 1)
+    x, mask = _inputs(padded=True)
+    weights = mask.unsqueeze(-1).float()
+    prefix_means = (x * weights).cumsum(dim=1) / weights.cumsum(dim=1).clamp(min=1.0)  # (B, T, D)
+    per_position = attn.generator(prefix_means, dense=True)
+    if variant["generator_depth"] > 0:
+        per_position = Metric(per_position.u, per_position.v, per_position.full, chunk=1)
+
+    expected = reference_attention(attn, x, mask, metric=per_position)
+    torch.testing.assert_close(attn(x, mask)[mask], expected[mask], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_chunk_metric_comes_from_the_prefix_up_to_its_first_position(chunk: int) -> None:
+    x, mask = _inputs(padded=True)
+    contexts = sequence_context(x, mask, chunk=chunk)
+    starts = range(0, T, chunk)
+    assert contexts.shape == (B, len(starts), D)
+    for i, start in enumerate(starts):
+        real = mask[:, : start + 1].unsqueeze(-1).float()  # (B, start+1, 1)
+        want = (x[:, : start + 1] * real).sum(dim=1) / real.sum(dim=1).clamp(min=1.0)
+        torch.testing.assert_close(contexts[:, i], want)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("variant", VARIANTS, ids=map(_ids, VARIANTS))
+def test_chunked_output_ignores_every_later_token(variant: dict, chunk: int) -> None:
+    attn = _chunked(variant, chunk)
+    x = torch.randn(B, T, D)
+    out = attn(x)
+    for cut in range(T - 1):  # change every token after `cut`
+        changed = x.clone()
+        changed[:, cut + 1 :] = torch.randn(B, T - cut - 1, D)
+        torch.testing.assert_close(attn(changed)[:, : cut + 1], out[:, : cut + 1])
+
+
+def test_full_rank_rowsum_generates_only_the_row_sums() -> None:
+    """The reference mode at full rank emits H·d² values, not D², and they are the row sums of W."""
+    attn = DAMCHA(D, H, metric_rank="full", metric_mode="rowsum", generator_depth=2, generator_width=8)
+    assert attn.generator.output.out_features == D * D  # the parameters are W's, as in the authors' layer
+    x, _ = _inputs(padded=False)
+    summed = attn.generate_metric(x)
+    dense = attn.generate_metric(x, dense=True)
+    d = D // H
+    assert summed.full is None and summed.row_sums.shape == (B, H, d, d)
+    torch.testing.assert_close(summed.row_sums, dense.full.view(B, H, d, H, d).sum(dim=3), atol=1e-5, rtol=1e-5)

@@ -24,6 +24,9 @@ CONFIGS = [
     dict(architecture=architecture, **knobs)
     for architecture in ("encoder", "pair", "decoder")
     for knobs in [dict(attention="mha"), *DAMCHA_GRID[:: 3 if architecture != "encoder" else 1]]
+] + [  # causal metrics per chunk: one per position, chunks that divide LENGTH=20 or leave a remainder
+    dict(architecture="decoder", attention="damcha", metric_mode=mode, metric_rank=rank, generator_depth=2, metric_chunk=chunk)
+    for mode, rank, chunk in itertools.product(("cross", "rowsum"), (4, "full"), (1, 5, 8))
 ]
 
 

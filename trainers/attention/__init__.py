@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from trainers.attention.damcha import DAMCHA, METRIC_FORMS, METRIC_MODES, validate_damcha_knobs
+from trainers.attention.damcha import DAMCHA, DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES, validate_damcha_knobs
 from trainers.attention.metric import Metric, MetricGenerator, sequence_context
 from trainers.attention.mha import MultiHeadAttention
 from trainers.attention.reference import ExplicitDAMCHA, reference_attention
@@ -46,6 +46,7 @@ def build_attention(name: str, d_model: int, num_heads: int, **knobs: Any) -> nn
 __all__ = [
     "ATTENTION",
     "DAMCHA",
+    "DEFAULT_METRIC_CHUNK",
     "METRIC_FORMS",
     "ExplicitDAMCHA",
     "METRIC_MODES",

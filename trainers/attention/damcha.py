@@ -1,17 +1,16 @@
 """DAMCHA: Data-Adaptive Mahalanobis Cross-Head Attention, fused.
 
 Head h scores ``q_h(t)ᵀ [M(c) k(s)]_h / √d``: it compares its query with a mix of all
-heads' keys. The mix is a per-sequence (or per-position) linear map of the keys, so the
-mixed keys are computed once in O(T·D·r) and the unchanged fused SDPA kernel runs on
+heads' keys. The mix is a per-sequence (or, causal, per-chunk) linear map of the keys, so
+the mixed keys are computed once in O(T·D·r) and the unchanged fused SDPA kernel runs on
 ``(Q, K̃, V)``. With ``M = I`` this is exactly multi-head attention.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 from typing import Literal
 
-import torch
 from torch import Tensor, nn
 
 from trainers.attention.metric import Metric, MetricGenerator, Rank, sequence_context
@@ -21,6 +20,10 @@ MetricForm = Literal["bilinear", "mahalanobis"]
 MetricMode = Literal["cross", "rowsum"]
 METRIC_FORMS: tuple[str, ...] = ("bilinear", "mahalanobis")
 METRIC_MODES: tuple[str, ...] = ("cross", "rowsum")
+# Causal layers generate one metric per this many positions: at 64, the generator's work and
+# the tensors kept for backward are 1/64 of one metric per position (measured in
+# ``benchmarks.attention --causal``), and a position's metric lags its context by < 64 tokens.
+DEFAULT_METRIC_CHUNK = 64
 
 
 def validate_damcha_knobs(
@@ -32,6 +35,7 @@ def validate_damcha_knobs(
     metric_mode: str,
     generator_depth: int,
     generator_width: int,
+    metric_chunk: int = 1,
 ) -> None:
     """Check DAMCHA's knobs together.
 
@@ -61,40 +65,8 @@ def validate_damcha_knobs(
         raise ValueError(f"generator_depth={generator_depth} must be >= 0 (0 = static metric)")
     if generator_width < 1:
         raise ValueError(f"generator_width={generator_width} must be >= 1")
-
-
-def rowsum_queries(x_heads: Tensor, metric: Metric, num_heads: int) -> Tensor:
-    """Reference-mode queries ``Q̃_h = X_h m_h`` with ``m_h = Σ_j M_hj``.
-
-    Low rank: ``m_h = U_h (Σ_j V_j)ᵀ / √r``, applied as two thin products so that no
-    d×d matrix is formed per position.
-
-    Args:
-        x_heads: (B, H, T, d) raw input split into heads.
-        metric: Generated metric (``M`` without identity).
-        num_heads: H.
-
-    Returns:
-        (B, H, T, d).
-    """
-    batch, heads, length, d = x_heads.shape
-    if metric.full is not None:
-        if metric.per_position:
-            blocks = metric.full.view(batch, length, heads, d, heads, d).sum(dim=4)  # (B, T, H, d, d)
-            return torch.einsum("bhti,bthij->bhtj", x_heads, blocks)
-        blocks = metric.full.view(batch, heads, d, heads, d).sum(dim=3)  # (B, H, d, d)
-        return x_heads @ blocks
-    rank = metric.u.shape[-1]
-    scale = 1.0 / math.sqrt(rank)
-    if metric.per_position:
-        u = metric.u.view(batch, length, heads, d, rank)  # (B, T, H, d, r)
-        v_sum = metric.v.view(batch, length, heads, d, rank).sum(dim=2)  # (B, T, d, r)
-        coords = torch.einsum("bhti,bthir->bhtr", x_heads, u)  # (B, H, T, r)
-        return scale * torch.einsum("bhtr,btjr->bhtj", coords, v_sum)
-    u = metric.u.view(batch, heads, d, rank)  # (B, H, d, r)
-    v_sum = metric.v.view(batch, heads, d, rank).sum(dim=1)  # (B, d, r)
-    coords = x_heads @ u  # (B, H, T, r)
-    return scale * (coords @ v_sum.unsqueeze(1).transpose(-1, -2))  # (B, H, T, d)
+    if isinstance(metric_chunk, bool) or not isinstance(metric_chunk, int) or metric_chunk < 1:
+        raise ValueError(f"metric_chunk={metric_chunk!r} must be an integer >= 1 (1 = one metric per position)")
 
 
 class DAMCHA(nn.Module):
@@ -110,10 +82,15 @@ class DAMCHA(nn.Module):
             code: no W_q/W_k, head h compares raw slices ``X_h`` under ``Σ_j M_hj``).
         generator_depth: Hidden layers of the generator MLP; 0 = static metric.
         generator_width: Hidden width of the generator MLP.
-        causal: Causal self-attention (prefix-mean contexts, metric per position). The
-            bilinear metric is applied per key, ``M(c_s)``; the Mahalanobis form applies
-            ``L(c_t)`` to the query and ``L(c_s)`` to the key, so its score is
-            ``q(t)ᵀ L(c_t) L(c_s)ᵀ k(s)``: PSD only where the two contexts agree.
+        causal: Causal self-attention (prefix-mean contexts, a metric per chunk of
+            positions). The bilinear metric is applied per key, ``M(c_s)``; the
+            Mahalanobis form applies ``L(c_t)`` to the query and ``L(c_s)`` to the key, so
+            its score is ``q(t)ᵀ L(c_t) L(c_s)ᵀ k(s)``: PSD only where the two contexts
+            agree; the rowsum mode applies ``m_h(c_t)`` per query.
+        metric_chunk: Causal layers with an input-dependent generator only: positions per
+            metric. Chunk i (positions i·C .. i·C+C-1) uses the metric generated from the
+            prefix mean of positions ≤ i·C, so nothing from the future is read; 1 = one
+            metric per position. Ignored otherwise (one metric per sequence).
         dropout: Attention dropout probability (training only).
         own_generator: Create a generator. Without one, ``forward`` needs a ``metric``
             (a model sharing one generator across layers passes it).
@@ -134,6 +111,7 @@ class DAMCHA(nn.Module):
         generator_width: int,
         causal: bool = False,
         dropout: float = 0.0,
+        metric_chunk: int = DEFAULT_METRIC_CHUNK,
         own_generator: bool = True,
     ) -> None:
         super().__init__()
@@ -145,6 +123,7 @@ class DAMCHA(nn.Module):
             metric_mode=metric_mode,
             generator_depth=generator_depth,
             generator_width=generator_width,
+            metric_chunk=metric_chunk,
         )
         self.d_model = d_model
         self.num_heads = num_heads
@@ -155,6 +134,7 @@ class DAMCHA(nn.Module):
         self.generator_width = generator_width
         self.causal = causal
         self.dropout = dropout
+        self.metric_chunk = metric_chunk
         if metric_mode == "cross":
             self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         else:
@@ -167,29 +147,34 @@ class DAMCHA(nn.Module):
                 depth=generator_depth,
                 width=generator_width,
                 identity_start=metric_mode == "cross",
+                row_sum_heads=num_heads if metric_mode == "rowsum" else None,
             )
             if own_generator
             else None
         )
 
-    def generate_metric(self, x: Tensor, padding_mask: Tensor | None = None) -> Metric:
+    def generate_metric(self, x: Tensor, padding_mask: Tensor | None = None, *, dense: bool = False) -> Metric:
         """Run this layer's generator on ``x`` (a model may pass the result to other layers).
 
         Args:
             x: (B, T, D) generator input.
             padding_mask: (B, T) bool, True = real token.
+            dense: Generate every entry of a full-rank metric, also where the rowsum
+                mode needs only its row sums (for the explicit reference).
 
         Returns:
-            The metric for this batch.
+            The metric for this batch: one per sequence, or one per chunk of
+            ``metric_chunk`` positions in a causal layer with an input-dependent generator
+            (a static metric ignores its input, so one per sequence is enough).
 
         Raises:
             RuntimeError: the layer was built without a generator.
         """
         if self.generator is None:
             raise RuntimeError("this DAMCHA layer has no generator: pass the shared metric to forward()")
-        # A static metric ignores its input: one per sequence is enough even when causal.
-        per_position = self.causal and self.generator_depth > 0
-        return self.generator(sequence_context(x, padding_mask, causal=per_position))
+        chunk = self.metric_chunk if self.causal and self.generator_depth > 0 else None
+        metric = self.generator(sequence_context(x, padding_mask, chunk=chunk), dense=dense)
+        return replace(metric, chunk=chunk)
 
     def heads(self, x: Tensor, metric: Metric) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values with the metric folded in, ready for SDPA.
@@ -202,9 +187,8 @@ class DAMCHA(nn.Module):
             q, k, v, each (B, H, T, d).
         """
         if self.metric_mode == "rowsum":
-            x_heads = split_heads(x, self.num_heads)  # (B, H, T, d)
-            q = rowsum_queries(x_heads, metric, self.num_heads)
-            return q, x_heads, split_heads(self.v_proj(x), self.num_heads)
+            q = metric.row_sum_queries(x, self.num_heads).transpose(1, 2)  # (B, H, T, d)
+            return q, split_heads(x, self.num_heads), split_heads(self.v_proj(x), self.num_heads)
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # (B, T, D) each
         if self.metric_form == "bilinear":
             k = metric.times_identity_plus(k, transposed=True)  # K̃ = K Mᵀ

@@ -27,26 +27,32 @@ def _heads(x: Tensor, num_heads: int) -> Tensor:
 def _damcha_scores(attn: DAMCHA, x: Tensor, metric: Metric) -> tuple[Tensor, Tensor]:
     """Unscaled scores (B, H, T, T) and values (B, H, T, d) of a DAMCHA layer."""
     heads, d = attn.num_heads, attn.d_model // attn.num_heads
-    batch, length, _ = x.shape
+    metric = metric.at_positions(x.shape[1])  # a chunked metric, spelled out per position
+    per_position = metric.chunk is not None
     if attn.metric_mode == "rowsum":
-        m = metric.matrix(plus_identity=False)  # (B, [T,] D, D)
-        blocks = m.view(*m.shape[:-2], heads, d, heads, d)
-        row_sums = sum(blocks[..., :, :, j, :] for j in range(heads))  # m_h = Σ_j M_hj: (B, [T,] H, d, d)
+        if metric.row_sums is not None:
+            row_sums = metric.row_sums  # (B, [T,] H, d, d)
+        else:
+            m = metric.matrix(plus_identity=False)  # (B, [T,] D, D)
+            blocks = m.view(*m.shape[:-2], heads, d, heads, d)
+            row_sums = sum(blocks[..., :, :, j, :] for j in range(heads))  # m_h = Σ_j M_hj: (B, [T,] H, d, d)
         xh = _heads(x, heads)  # (B, T, H, d)
-        pattern = "bthi,bthij,bshj->bhts" if metric.per_position else "bthi,bhij,bshj->bhts"
+        pattern = "bthi,bthij->bthj" if per_position else "bthi,bhij->bthj"
+        queries = torch.einsum(pattern, xh, row_sums)  # X_h(t) m_h(c_t): (B, T, H, d)
         v = split_heads(attn.v_proj(x), heads)
-        return torch.einsum(pattern, xh, row_sums, xh), v
+        return torch.einsum("bthj,bshj->bhts", queries, xh), v
     q, k, v = attn.qkv_proj(x).chunk(3, dim=-1)
     qh, kh = _heads(q, heads), _heads(k, heads)
     if attn.metric_form == "bilinear":
         m = metric.matrix(plus_identity=True)  # (B, [S,] D, D), keyed by key position s
         blocks = m.view(*m.shape[:-2], heads, d, heads, d)  # M_hj blocks
-        # score_h(t, s) = q_h(t)ᵀ Σ_j M_hj k_j(s)
-        pattern = "bthi,bshijc,bsjc->bhts" if metric.per_position else "bthi,bhijc,bsjc->bhts"
-        return torch.einsum(pattern, qh, blocks, kh), split_heads(v, heads)
+        # score_h(t, s) = q_h(t)ᵀ Σ_j M_hj k_j(s), the mixed keys first (each from its own matrix)
+        pattern = "bshijc,bsjc->bshi" if per_position else "bhijc,bsjc->bshi"
+        mixed_keys = torch.einsum(pattern, blocks, kh)  # (B, S, H, d)
+        return torch.einsum("bthi,bshi->bhts", qh, mixed_keys), split_heads(v, heads)
     lower = metric.matrix(plus_identity=True)  # L: (B, [T,] D, D)
     columns = lower.view(*lower.shape[:-1], heads, d)  # L_h = columns of head h
-    if metric.per_position:
+    if per_position:
         # score_h(t, s) = q(t)ᵀ L(c_t) P_h L(c_s)ᵀ k(s)
         q_mixed = torch.einsum("bti,btihc->bthc", q, columns)
         k_mixed = torch.einsum("bsi,bsihc->bshc", k, columns)
@@ -67,7 +73,8 @@ def reference_attention(
         attn: A ``MultiHeadAttention`` or ``DAMCHA`` layer (dropout is not applied).
         x: (B, T, D).
         padding_mask: (B, T) bool, True = real token.
-        metric: For DAMCHA, a precomputed metric; generated from ``x`` when None.
+        metric: For DAMCHA, a precomputed metric; generated from ``x`` when None (a
+            per-chunk metric is applied position by position, from dense matrices).
 
     Returns:
         (B, T, D), equal to ``attn(x, padding_mask)`` up to rounding.
@@ -80,8 +87,8 @@ def reference_attention(
         q, k, v = (split_heads(t, attn.num_heads) for t in attn.project(x))
         scores = q @ k.transpose(-1, -2)  # (B, H, T, T)
     elif isinstance(attn, DAMCHA):
-        if metric is None:
-            metric = attn.generate_metric(x, padding_mask)
+        if metric is None:  # every entry of a full-rank metric: the fused rowsum path sums weights first
+            metric = attn.generate_metric(x, padding_mask, dense=True)
         scores, v = _damcha_scores(attn, x, metric)
     else:
         raise TypeError(f"no reference implementation for {type(attn).__name__}")
