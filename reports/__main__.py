@@ -3,18 +3,22 @@
     python -m reports STUDY_NAME [--storage URL] [-o FILE] [--plotlyjs inline|cdn] [--png DIR]
     python -m reports compare STUDY_A STUDY_B ... [--storage URL] [-o FILE]
 
-Exit codes: 0 written, 2 bad input (unknown study, unusable storage URL).
+Exit codes: 0 written, 2 bad input (unknown study, unusable storage URL, a store that
+does not exist or is damaged, an output path where nothing can be written). The store is
+only read: nothing is created, migrated or reconfigured there.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import optuna
 
-from reports.html import compare_html, report_html, write_atomically
+from reports.files import REPORTS_DIR, OutputPathError, check_writable_dir, check_writable_file, report_path, write_atomically
+from reports.html import compare_html, report_html
 from reports.images import write_images
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
 from trainers.registry import unknown_name_message
@@ -41,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
+    os.umask(0o077)  # reports describe a store: their owner's alone
     parser = build_parser()
     args = parser.parse_args(argv)
     comparing = args.studies[0] == "compare"
@@ -49,17 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("compare needs at least two study names")
     if not comparing and len(names) != 1:
         parser.error("give one study name, or 'compare' and several")
+    output = args.output or (REPORTS_DIR / "compare.html" if comparing else report_path(names[0]))
     try:
+        check_writable_file(output, "-o")
+        if args.png:
+            check_writable_dir(args.png, "--png")
         url = resolve_storage_url(args.storage)
-        storage = open_storage(url)
+        storage = open_storage(url, read_only=True)
         studies = [_load(storage, url, name) for name in names]
-    except (StorageURLError, LookupError) as error:
+    except (StorageURLError, LookupError, OutputPathError) as error:
         parser.error(str(error))
     if comparing:
-        path = write_atomically(args.output or Path("runs/reports/compare.html"), compare_html(studies, plotlyjs=args.plotlyjs))
+        path = write_atomically(output, compare_html(studies, plotlyjs=args.plotlyjs))
     else:
         page, figures = report_html(studies[0], url, plotlyjs=args.plotlyjs)
-        path = write_atomically(args.output or Path("runs/reports") / f"{names[0]}.html", page)
+        path = write_atomically(output, page)
         if args.png:
             print(write_images(figures, args.png))
     print(f"report: {path}")

@@ -97,8 +97,12 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
     return figure
 
 
-def curves_figure(curves: pd.DataFrame) -> go.Figure:
-    """Validation accuracy against step; baselines red, pruned trials grey and dotted."""
+def curves_figure(
+    curves: pd.DataFrame,
+    title: str = "Learning curves: the DAMCHA front and the MHA baselines",
+    y_title: str = "validation accuracy",
+) -> go.Figure:
+    """Intermediate values (validation accuracy) against step; baselines red, pruned trials grey and dotted."""
     figure = go.Figure()
     for number, curve in curves.groupby("number", sort=True):
         baseline, state = bool(curve["baseline"].iloc[0]), curve["state"].iloc[0]
@@ -107,8 +111,7 @@ def curves_figure(curves: pd.DataFrame) -> go.Figure:
         label = f"trial {number}" + (" (MHA)" if baseline else "") + (" (stopped early)" if state == "PRUNED" else "")
         figure.add_trace(go.Scatter(x=curve["step"], y=curve[ACCURACY], mode="lines+markers", name=label,
                                     line={"color": color, "dash": dash}, marker={"size": 5}))  # fmt: skip
-    figure.update_layout(title="Learning curves: the DAMCHA front and the MHA baselines", xaxis_title="training step",
-                         yaxis_title="validation accuracy", **LAYOUT)  # fmt: skip
+    figure.update_layout(title=title, xaxis_title="training step", yaxis_title=y_title, **LAYOUT)
     return figure
 
 

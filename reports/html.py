@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +18,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from reports.analysis import configurations, headline, importances, learning_curves, provenance
+from storage import masked_url
 from reports.data import FLOPS, pareto_mask, trials_frame
+from reports.files import write_atomically
 from reports.figures import (
     KNOB_COLUMNS,
     SECONDS_PER_1K,
@@ -87,6 +88,8 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
         plotlyjs: ``inline`` (works offline, ~5 MB) or ``cdn`` (small, needs the internet).
     """
     frame = with_time_column(trials_frame(study))
+    if _foreign(study):
+        return foreign_report_html(study, storage_url, plotlyjs=plotlyjs)
     knobs = [k for k in ("attention", *KNOB_COLUMNS) if k in frame.columns]
     configs = configurations(frame, knobs)
     answer = headline(configs)
@@ -127,13 +130,45 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
     return page, figures
 
 
-def write_atomically(path: Path, text: str) -> Path:
-    """Write next to the final name, then rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-    return path
+def _foreign(study: optuna.Study) -> bool:
+    """A study with trials that this product did not create (no settings, no trial of ours)."""
+    trials = study.get_trials(deepcopy=False)
+    return bool(trials) and "question" not in study.user_attrs and not any("baseline" in t.user_attrs for t in trials)
+
+
+def foreign_report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+    """The page of a study this product did not create: what it has (values, parameters,
+    learning curves), and a sentence on what it lacks.
+
+    Args:
+        study: Any Optuna study.
+        storage_url: Where it was read (shown with any password masked).
+        plotlyjs: See ``report_html``.
+    """
+    trials = study.get_trials(deepcopy=False)
+    objectives = study.metric_names or [f"value {i}" for i in range(len(study.directions))]
+    rows = [
+        {"trial": t.number, "state": t.state.name, **dict(zip(objectives, t.values or [], strict=False)), **t.params}
+        for t in trials
+    ]
+    curves = learning_curves(study, [t.number for t in trials])
+    figures = {"learning-curves": curves_figure(curves, "Learning curves (intermediate values)", "intermediate value")}
+    (curves_div,) = _figures_html(list(figures.items()), plotlyjs)
+    directions = ", ".join(f"{name} ({d.name.lower()})" for name, d in zip(objectives, study.directions, strict=True))
+    store = {"study": study.study_name, "store": masked_url(storage_url), "trials": len(trials), "objectives": directions}
+    name = html.escape(study.study_name)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head><body>
+<h1>{name}</h1>
+<p class="headline">This study was not created by DAMCHA Studies: it records no accuracy/FLOPs objectives, MHA
+baselines or costs, so there are no Pareto fronts, knob effects or verdict to show. Its trials' values and parameters
+and their learning curves follow.</p>
+<h2>Trials</h2>{pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="") if rows else "<p>(no trials)</p>"}
+<h2>Learning curves</h2>{curves_div if not curves.empty else "<p>No trial reported intermediate values.</p>"}
+<h2>Provenance</h2>{_table(store)}
+</body></html>
+"""
+    return page, figures
 
 
 def write_report(study: optuna.Study, path: Path, storage_url: str = "", *, plotlyjs: PlotlyJs = "inline") -> Path:

@@ -6,11 +6,13 @@ from storage.factory import (
     StorageURLError,
     StoreBusyError,
     StudyLock,
+    check_sqlite_store,
     masked_url,
     open_storage,
     parse_storage_url,
     resolve_storage_url,
     single_writer,
+    sqlite_path,
 )
 
 __all__ = [
@@ -19,9 +21,11 @@ __all__ = [
     "StorageURLError",
     "StoreBusyError",
     "StudyLock",
+    "check_sqlite_store",
     "masked_url",
     "open_storage",
     "parse_storage_url",
     "resolve_storage_url",
     "single_writer",
+    "sqlite_path",
 ]

@@ -27,6 +27,8 @@ CONNECT_TIMEOUT_S = 10
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")
 EXAMPLES = "sqlite:///runs/optuna.db or postgresql+psycopg://USER@HOST:PORT/DATABASE"
 SQLITE_TIMEOUT_S = 60
+# Query parameters whose values are credentials (libpq's password, sslpassword, ...; tokens and keys).
+CREDENTIAL_PARAMETER = re.compile(r"pass|pwd|secret|token|key|credential|auth", re.IGNORECASE)
 
 
 class StorageURLError(ValueError):
@@ -56,30 +58,59 @@ def parse_storage_url(url: str) -> URL:
     """Check a storage URL without touching any database.
 
     Raises:
-        StorageURLError: not a SQLAlchemy URL, an unsupported database, or a SQLite
-            URL without a file path.
+        StorageURLError: not a SQLAlchemy URL, a port that is not a number, a password
+            with an unencoded ``@``, an unsupported database, or a SQLite URL without a
+            file path.
     """
     try:
         parsed = make_url(url)
     except sqlalchemy.exc.ArgumentError:
         raise StorageURLError(f"storage URL {masked_url(url)!r} is not a database URL; use e.g. {EXAMPLES}") from None
+    except ValueError:  # SQLAlchemy parses the port with int()
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: the port is not a number; use e.g. {EXAMPLES}") from None
+    if "@" in (parsed.host or ""):
+        raise StorageURLError(
+            f"storage URL {masked_url(url)!r}: the password holds an unencoded '@'; percent-encode it as %40 "
+            "(or pass the password in the environment: --storage env:NAME)"
+        )
     if parsed.get_backend_name() not in SUPPORTED_DIALECTS:
         raise StorageURLError(
             f"storage URL {masked_url(url)!r}: database {parsed.get_backend_name()!r} is not supported by Optuna's RDB storage; "
             f"use one of {', '.join(SUPPORTED_DIALECTS)}, e.g. {EXAMPLES}"
         )
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-        raise StorageURLError(f"storage URL {url!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db (an in-memory store would be lost)")
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db (an in-memory store would be lost)")
     return parsed
 
 
 def masked_url(url: str) -> str:
-    """The URL with any password replaced by ``***``, for messages, reports and logs."""
+    """The URL with every credential replaced by ``***``, for messages, reports and logs:
+    the password of its user and the value of every credential query parameter
+    (``password=``, ``sslpassword=``, ``token=`` ...). A text that is not a URL is masked
+    as one would be, up to the last ``@`` of its user part.
+    """
     try:
         parsed = make_url(url)
-    except sqlalchemy.exc.ArgumentError:
-        return re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)  # not a URL, but maybe still a password
-    return parsed.render_as_string(hide_password=True)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        parsed = None
+    if parsed is None or "@" in (parsed.host or ""):  # not a URL, or a password with an unencoded '@'
+        return _masked_text(url)
+    shown = parsed.set(query={}).render_as_string(hide_password=True)
+    parameters = [(name, value) for name, values in parsed.query.items()
+                  for value in (values if isinstance(values, tuple) else (values,))]  # fmt: skip
+    if parameters:
+        shown += "?" + "&".join(f"{name}={'***' if CREDENTIAL_PARAMETER.search(name) else value}" for name, value in parameters)
+    return shown
+
+
+def _masked_text(text: str) -> str:
+    """Credentials hidden in a text that does not parse as a URL."""
+    head, separator, rest = text.partition("//")
+    if not separator:
+        head, rest = "", text
+    rest = re.sub(r"^([^:/@\s]*:)\S*@", r"\1***@", rest)  # user:password@host, the password up to the last '@'
+    rest = re.sub(rf"([?&][^=&\s]*(?:{CREDENTIAL_PARAMETER.pattern})[^=&\s]*=)[^&\s]*", r"\1***", rest, flags=re.IGNORECASE)
+    return head + separator + rest
 
 
 class StoreBusyError(RuntimeError):
@@ -90,20 +121,28 @@ class StoreBusyError(RuntimeError):
 def single_writer(url: str) -> Iterator[None]:
     """Hold the store's writer lock for a run: SQLite is safe with one writing driver only.
 
-    A lock file next to the database (``<file>.writer-lock``, an advisory ``flock`` that
-    the operating system releases when the process dies, even by SIGKILL). Other
+    A lock file next to the database's real file (``<file>.writer-lock``, symbolic links
+    resolved; an advisory ``flock`` that the operating system releases when the process
+    dies, even by SIGKILL). Other
     databases need no lock: several drivers may share a PostgreSQL store.
 
     Raises:
         StoreBusyError: another process holds the lock; names its pid and the fix.
+        StorageURLError: the lock file cannot be created.
     """
-    parsed = parse_storage_url(url)
-    if parsed.get_backend_name() != "sqlite":
+    database = sqlite_path(url)
+    if database is None:
         yield
         return
-    path = Path(parsed.database).with_name(Path(parsed.database).name + ".writer-lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
+    # Next to the database's real file: every path to it (symbolic links too) meets the same lock.
+    path = database.with_name(database.name + ".writer-lock")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")  # noqa: SIM115 (closed below)
+    except OSError as error:
+        raise StorageURLError(f"cannot create the SQLite store's lock file {path}: {error.strerror}; "
+                              "fix the folder's permissions, or pass another --storage file") from None  # fmt: skip
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -123,33 +162,116 @@ def single_writer(url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def open_storage(url: str | None = None) -> optuna.storages.RDBStorage:
-    """An Optuna storage for a URL (``resolve_storage_url(None)`` when None).
+def secrets_of(url: str) -> list[str]:
+    """The credentials a URL holds (its password, credential query values), to scrub from any text."""
+    try:
+        parsed = make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return []
+    values = [parsed.password] if parsed.password else []
+    for name, value in parsed.query.items():
+        if CREDENTIAL_PARAMETER.search(name):
+            values += list(value) if isinstance(value, tuple) else [value]
+    return [str(value) for value in values if value]
 
-    A SQLite file's folder is created if missing and the file is switched to
-    write-ahead logging (a setting stored in the file).
+
+def _scrubbed(text: str, url: str) -> str:
+    for secret in secrets_of(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL, every symbolic link resolved; None for other databases.
 
     Raises:
-        StorageURLError: see ``parse_storage_url``; or the database cannot be reached.
+        StorageURLError: see ``parse_storage_url``.
+    """
+    parsed = parse_storage_url(url)
+    return Path(parsed.database).resolve() if parsed.get_backend_name() == "sqlite" else None
+
+
+def check_sqlite_store(path: Path, *, writing: bool) -> None:
+    """Check a SQLite store's file before anything opens it: it is one, it is whole, and
+    (``writing``) it, its folder or the nearest folder that exists can be written.
+
+    Nothing is created or changed: the check only reads (SQLite's ``quick_check``).
+
+    Raises:
+        StorageURLError: one sentence naming the file, the fault and the fix.
+    """
+    try:
+        exists = path.exists()
+    except OSError as error:  # a folder on the way that this user may not enter
+        raise StorageURLError(f"cannot reach the SQLite store {path}: {error.strerror}; fix the folders' permissions, "
+                              "or pass another --storage file") from None  # fmt: skip
+    if not exists:
+        if not writing:
+            raise StorageURLError(f"there is no SQLite store at {path}: run a study first, or pass --storage")
+        existing = next(folder for folder in path.parents if folder.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise StorageURLError(f"cannot create the SQLite store {path}: {existing} is not a folder this user can write")
+        return
+    if not path.is_file():
+        raise StorageURLError(f"the SQLite store {path} is not a file")
+    # Only SQLite opens the file: closing any other descriptor of it would drop the locks this
+    # process's SQLite connections hold there (POSIX locks), and another process could then
+    # checkpoint and delete the write-ahead log under them.
+    try:
+        # mode=rw never creates the file, and reads a write-ahead log as writers see it (a
+        # read-only connection may not, and then reports a healthy store as malformed).
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=SQLITE_TIMEOUT_S)) as connection:
+            (verdict,) = connection.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as error:
+        verdict = str(error)
+    if verdict == "file is not a database":
+        raise StorageURLError(f"{path} is not a SQLite database; pass another --storage file")
+    if verdict != "ok":
+        raise StorageURLError(
+            f"the SQLite store {path} is damaged ({verdict}); it was left as it is: restore it from a backup, "
+            "or pass another --storage file"
+        )
+    if writing and not (os.access(path, os.R_OK | os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        raise StorageURLError(
+            f"cannot write to the SQLite store {path} (permission denied on the file or its folder {path.parent}); "
+            "fix the permissions, or pass another --storage file"
+        )
+
+
+def open_storage(url: str | None = None, *, read_only: bool = False) -> optuna.storages.RDBStorage:
+    """An Optuna storage for a URL (``resolve_storage_url(None)`` when None).
+
+    For writing, a SQLite file's folder is created if missing (user-only) and the file is
+    switched to write-ahead logging (a setting stored in the file). ``read_only`` (reports,
+    browsing) creates, migrates and reconfigures nothing: the store must exist.
+
+    Raises:
+        StorageURLError: see ``parse_storage_url`` and ``check_sqlite_store``; or the
+            database cannot be reached.
     """
     url = url or resolve_storage_url(None)
     parsed = parse_storage_url(url)
     engine_kwargs = {}
     if parsed.get_backend_name() == "sqlite":
         path = Path(parsed.database)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(path, timeout=SQLITE_TIMEOUT_S) as connection:
-            connection.execute("PRAGMA journal_mode=WAL")
+        check_sqlite_store(path.resolve(), writing=not read_only)
+        if not read_only:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # A store describes its studies: its owner's alone (SQLite gives its -wal file the same mode).
+            with contextlib.suppress(FileExistsError):  # an existing store: only SQLite may open it (check_sqlite_store)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # an empty file is an empty database
+            with contextlib.closing(sqlite3.connect(path, timeout=SQLITE_TIMEOUT_S)) as connection:
+                connection.execute("PRAGMA journal_mode=WAL")
         engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     elif parsed.get_backend_name() == "postgresql":
         engine_kwargs = {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
-    except (sqlalchemy.exc.OperationalError, ModuleNotFoundError, ImportError) as error:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only)
+    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.DatabaseError, ModuleNotFoundError, ImportError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {first_line}") from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_scrubbed(first_line, url)}") from None
 
 
 class StudyLock:

@@ -46,6 +46,7 @@ DIVERGED = re.compile(r"NonFiniteLossError: .*? at step (\d+)")
 OUT_OF_MEMORY = re.compile(r"OutOfMemoryError")  # ours (TrainingOutOfMemoryError), torch's and Ray's
 HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
 STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
+INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped: the next run retries it
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,22 @@ def recover_interrupted(study: optuna.Study, *, exclusive: bool) -> list[Planned
             every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
             only trials whose driver is dead or silent (``_driver_is_dead``) are.
 
+    Trials that a run stopped on Ctrl-C (``Ledger.interrupt``) are retried too, once.
+
     Returns:
         One retry per interrupted trial, with all its knob values fixed.
     """
     retries, now = [], time.time()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not exclusive and not _driver_is_dead(trial, now):
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs.get("retry_of") for t in trials}
+    for trial in trials:
+        if trial.state == TrialState.RUNNING:
+            if not exclusive and not _driver_is_dead(trial, now):
+                continue
+            optuna.Trial(study, trial._trial_id).set_user_attr("error", "left RUNNING by an interrupted run; its configuration is retried")
+            study.tell(trial.number, state=TrialState.FAIL)
+        elif not (trial.state == TrialState.FAIL and trial.user_attrs.get(INTERRUPTED_ATTRIBUTE) and trial.number not in retried):
             continue
-        optuna.Trial(study, trial._trial_id).set_user_attr("error", "left RUNNING by an interrupted run; its configuration is retried")
-        study.tell(trial.number, state=TrialState.FAIL)
         retries.append(PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number))
     return retries
 
@@ -267,6 +275,22 @@ class Ledger:
         self.finished[state.name] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
+
+    def interrupt(self) -> None:
+        """Fail the running trials of a run stopped by Ctrl-C; the next run retries them."""
+        for number in list(self.open):
+            trial = self.open.pop(number)
+            trial.set_user_attr("error", "interrupted (Ctrl-C) before it finished; the next run retries its configuration")
+            trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
+
+        (The study and the ask lock carry it, password included; Tune never restores a
+        ledger, whose record is the store itself.)
+        """
+        return {name: value for name, value in self.__dict__.items() if name not in ("study", "ask_lock", "_sampler", "open")}
 
     def _counted_trials(self) -> list[optuna.trial.FrozenTrial]:
         """Trials that use up the budget: finished or running, seed repeats aside (all drivers')."""

@@ -108,7 +108,7 @@ class Study:
 
     def preset(self, name: str | None) -> Preset:
         """A preset by name (the default when None); unknown names suggest the closest."""
-        return lookup(self.presets, name or self.default_preset, "preset")
+        return lookup(self.presets, self.default_preset if name is None else name, "preset")
 
     def store_name(self, preset: str) -> str:
         """The stable Optuna study name: re-running the same command resumes it."""

@@ -1,8 +1,10 @@
 """Run a named study: ``python -m studies.run NAME [options]``; ``--list`` shows the studies.
 
 Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL, an
-unreachable database or Ray address; nothing is written), 3 another driver is writing
-to the same SQLite store, 1 an unexpected error.
+unreachable database or Ray address, a damaged store, resources no machine has, a path
+where nothing can be written; nothing is written), 3 another driver is writing to the
+same SQLite store, 130 interrupted (Ctrl-C: the trials it stopped are failed and retried
+by the next run; the report is not rewritten), 1 an unexpected error.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
@@ -49,6 +52,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
 def use_ray_token_for(address: str | None) -> None:
     """Joining a cluster by ``host:port`` needs Ray's token mode, which Ray reads once, when imported.
 
@@ -82,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trial-memory", type=float, metavar="GIB",
                         help="host memory one trial may use, in GiB: a trial that needs more fails with an out-of-memory reason "
                         "and Ray runs only as many trials at once as fit (default: no budget)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampler and of every trial's training (default: 0)")
+    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the sampler and of every trial's training (default: 0)")
     parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
     parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
     parser.add_argument("--fix", type=_fix, action="append", default=[], metavar="KNOB=VALUE",
@@ -95,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
+    os.umask(0o077)  # the store, its lock, reports and Ray's files describe studies: their owner's alone
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -113,11 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     try:
         run_study(get_study(args.name), options)
-    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError) as error:
+    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError) as error:
         parser.error(str(error))  # exit code 2, like any other bad option
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print("interrupted: the finished trials are in the store, the stopped ones marked failed; "
+              "run the same command again to resume", file=sys.stderr)  # fmt: skip
+        return 130
     return 0
 
 

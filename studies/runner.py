@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import os
 import socket
 import sys
@@ -15,6 +16,7 @@ from typing import TextIO
 import optuna
 import pandas as pd
 import ray
+import torch
 from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
@@ -23,7 +25,17 @@ from reports.analysis import configuration_key
 from reports.data import pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
-from storage import StudyLock, masked_url, open_storage, parse_storage_url, resolve_storage_url, single_writer
+from reports.files import REPORTS_DIR, check_writable_dir, check_writable_file, report_path
+from storage import (
+    StudyLock,
+    check_sqlite_store,
+    masked_url,
+    open_storage,
+    parse_storage_url,
+    resolve_storage_url,
+    single_writer,
+    sqlite_path,
+)
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, has_values, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
@@ -35,6 +47,7 @@ from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
 
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+TUNE_DIR = Path("runs/ray")  # Ray Tune's experiment folders (the store, not these, is the record)
 
 
 class StudyOptionError(ValueError):
@@ -74,7 +87,8 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     """Check the user's fixed knob values and apply them.
 
     A fixed searched knob narrows the preset's space to that one value (for baselines
-    too); other fixed knobs override the preset's values.
+    too); other fixed knobs override the preset's values where they apply (a DAMCHA knob
+    in DAMCHA trials, not in MHA baselines).
 
     Returns:
         The space to sample, and the fixed values of knobs it does not search.
@@ -95,7 +109,10 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     space = space.narrowed({name: Choice((value,)) for name, value in fixed.items() if name in space.searched})
     others = {name: value for name, value in fixed.items() if name not in space.searched}
     for values in (dict(study.searched_values), *study.baselines(space)):
-        space.resolve(values | dict(preset.fixed) | others)
+        configuration = values | dict(preset.fixed) | others
+        # A pinned DAMCHA knob applies to the DAMCHA trials; an MHA baseline ignores it.
+        active = space.defaults() | configuration
+        space.resolve({name: value for name, value in configuration.items() if name in values or space.knob(name).active(active)})
     return space, others
 
 
@@ -207,16 +224,42 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
     if options.repeat_seeds < 0:
         raise StudyOptionError(f"--repeat-seeds must be >= 0, got {options.repeat_seeds}")
-    if cpus <= 0 or gpus < 0:
-        raise StudyOptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, got {cpus} and {gpus}")
+    if options.seed < 0:
+        raise StudyOptionError(f"--seed must be >= 0 (samplers take no negative seed), got {options.seed}")
+    if not (math.isfinite(cpus) and cpus > 0) or not (math.isfinite(gpus) and gpus >= 0):
+        raise StudyOptionError(f"--cpus-per-trial must be a number > 0 and --gpus-per-trial a number >= 0, got {cpus} and {gpus}")
+    if options.trial_memory_gib is not None and not (math.isfinite(options.trial_memory_gib) and options.trial_memory_gib > 0):
+        raise StudyOptionError(f"--trial-memory must be a number of GiB > 0, got {options.trial_memory_gib}")
+    memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
     if address := options.address or os.environ.get("RAY_ADDRESS"):
         check_ray_address(address)
-    if options.trial_memory_gib is not None and options.trial_memory_gib <= 0:
-        raise StudyOptionError(f"--trial-memory must be > 0 GiB, got {options.trial_memory_gib}")
-    memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
-    if memory is not None and not address and memory > (machine := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
-        raise StudyOptionError(f"--trial-memory {options.trial_memory_gib} GiB is more than this machine has ({machine / GIB:.3g} GiB)")
+    else:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
+        _check_local_resources(cpus, gpus, options.trial_memory_gib)
+    if (database := sqlite_path(url)) is not None:
+        check_sqlite_store(database, writing=True)
+    if options.report is not None:
+        check_writable_file(options.report, "--report")
+    else:
+        check_writable_dir(REPORTS_DIR, "the report folder")
+    check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
+    check_writable_dir(TUNE_DIR, "Ray Tune's folder")
     return CheckedRun(preset, space, fixed_others, url, trials, TrialResources(cpus, gpus, memory))
+
+
+def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
+    """Refuse a trial that this machine cannot hold: it would wait forever for resources.
+
+    Raises:
+        StudyOptionError: naming the option, what it asks and what the machine has.
+    """
+    machine_cpus = os.cpu_count() or 1
+    if cpus > machine_cpus:
+        raise StudyOptionError(f"--cpus-per-trial {cpus:g} is more than this machine's {machine_cpus} CPUs; no trial could start")
+    machine_gpus = torch.cuda.device_count()
+    if gpus > machine_gpus:
+        raise StudyOptionError(f"--gpus-per-trial {gpus:g} is more than this machine's {machine_gpus} GPUs; no trial could start")
+    if memory_gib is not None and memory_gib * GIB > (machine := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
+        raise StudyOptionError(f"--trial-memory {memory_gib} GiB is more than this machine has ({machine / GIB:.3g} GiB)")
 
 
 def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> RunOutcome:
@@ -242,7 +285,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         store = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
         queue, searched = plan_trials(study, run.space, store, run.trials, exclusive=exclusive)
-        report = options.report or Path("runs/reports") / f"{store.study_name}.html"
+        report = options.report or report_path(store.study_name)
         print(f"study {store.study_name}: {run.trials - len(queue) - searched} of {run.trials} trials already finished; "
               f"running {len(queue) + searched}", file=out)  # fmt: skip
 
@@ -264,7 +307,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
                 _tune(ledger(repeats, 0, None), preset, store.study_name, run.resources, early_stopping=False)
-        finally:
+        finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
 
@@ -342,6 +385,11 @@ def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
     """
     total = ray.cluster_resources()
     request = {"cpu": resources.cpus, "gpu": resources.gpus}
+    for name, asked in (("CPU", resources.cpus), ("GPU", resources.gpus)):
+        largest = max((node["Resources"].get(name, 0) for node in ray.nodes() if node["Alive"]), default=0)
+        if asked > largest:
+            raise StudyOptionError(f"--{name.lower()}s-per-trial {asked:g} is more than any Ray node offers ({largest:g}); "
+                                   "no trial could start: ask less or add a bigger node")  # fmt: skip
     fits = [int(total.get("CPU", 1) // resources.cpus)]
     if resources.gpus:
         fits.append(int(total.get("GPU", 0) // resources.gpus))
@@ -356,8 +404,14 @@ def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
 
 
 def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
-    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``)."""
+    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C; the running trials were failed first (``Ledger.interrupt``).
+    """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
+    # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     request, concurrency = _trial_request(resources)
     scheduler = ASHAScheduler(
         time_attr="step", metric="val_accuracy", mode="max",
@@ -374,9 +428,13 @@ def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, 
         ),
         run_config=tune.RunConfig(
             name=name,
-            storage_path=str(Path("runs/ray").resolve()),
+            storage_path=str(TUNE_DIR.resolve()),
             callbacks=[LedgerCallback(ledger), ProgressLine(ledger, concurrency)],
             verbose=0,
         ),
     )
-    tuner.fit()
+    try:
+        tuner.fit()
+    except KeyboardInterrupt:
+        ledger.interrupt()
+        raise

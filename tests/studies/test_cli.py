@@ -40,8 +40,8 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         (["lra_sharing", "--fix", "attention=mha"], "knob 'attention' is set by study 'lra_sharing' itself"),
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
-        (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
-        (["lra_sharing", "--trial-memory", "0"], "--trial-memory must be > 0 GiB"),
+        (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be a number > 0"),
+        (["lra_sharing", "--trial-memory", "0"], "--trial-memory must be a number of GiB > 0"),
         (["lra_sharing", "--trial-memory", "1e6"], r"--trial-memory 1000000.0 GiB is more than this machine has \(\d+"),
         ([], "the study name is required"),
     ],
@@ -101,3 +101,21 @@ def test_a_second_driver_on_one_sqlite_store_is_refused(capsys, tmp_path: Path) 
     error = capsys.readouterr().err
     assert f"another driver (pid {os.getpid()})" in error and "use PostgreSQL for several drivers" in error
     assert not (tmp_path / "store.db").exists()  # no half-created study
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_a_second_driver_through_a_symbolic_link_is_refused(link: str, capsys, tmp_path: Path) -> None:
+    """The lock is the database file's, whichever path leads to it."""
+    real = tmp_path / "real"
+    real.mkdir()
+    if link == "folder":
+        (tmp_path / "alias").symlink_to(real)
+        other = tmp_path / "alias" / "store.db"
+    else:
+        (real / "store.db").touch()
+        (tmp_path / "alias.db").symlink_to(real / "store.db")
+        other = tmp_path / "alias.db"
+    with single_writer(f"sqlite:///{real / 'store.db'}"):
+        assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{other}"]) == 3
+    assert "another driver" in capsys.readouterr().err
+    assert sorted(p.name for p in real.iterdir()) == sorted(["store.db.writer-lock", *(["store.db"] if link == "file" else [])])

@@ -195,3 +195,39 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
     store = optuna.load_study(study_name=outcome.study_name, storage=url)
     queue, _ = plan_trials(definition, definition.space_for(definition.preset("smoke")), store, 6, exclusive=True)
     assert not any(planned.baseline for planned in queue)  # a rerun does not train them again: the result stands
+
+
+def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    finished = start_driver(tmp_path, url)
+    output, _ = finished.communicate(timeout=300)
+    assert finished.returncode == 0, output[-3000:]
+    report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
+    page = report.read_bytes()
+
+    command = [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--fix", "num_layers=6",
+               "--storage", url, "--data-cache", str(tmp_path / "data"), "--trials", "8"]  # fmt: skip
+    driver = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        wait_for_training_worker(driver)
+        time.sleep(1.0)
+        driver.send_signal(signal.SIGINT)  # as Ctrl-C reaches the driver
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            kill_tree(driver)
+
+    assert driver.returncode == 130, output[-3000:]
+    assert "interrupted" in output and "Traceback" not in output
+    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    stopped = [t for t in trials if t.user_attrs.get("interrupted")]
+    assert stopped and all(t.state == TrialState.FAIL and "Ctrl-C" in t.user_attrs["error"] for t in stopped)
+    assert report.read_bytes() == page  # the finished study's report was not replaced by a partial one
+    assert not list(report.parent.glob("*.partial"))
+
+    store = optuna.load_study(study_name=STUDY, storage=url)
+    definition = LRA_SHARING
+    space = definition.space_for(definition.preset("smoke"))
+    queue, _ = plan_trials(definition, space, store, 8, exclusive=True)
+    assert {planned.retry_of for planned in queue} >= {t.number for t in stopped}  # the next run retries them

@@ -103,3 +103,17 @@ def test_forbidden_combinations_are_failed_before_training_and_the_sampler_learn
     untold = rule_breaking_ledger(tmp_path / "untold", optuna.samplers.TPESampler(seed=0))
     with pytest.raises(SearchSpaceError, match="50 sampled configurations in a row broke the study's rules"):
         run_all(untold)  # not told, the same sampler soon proposes nothing else
+
+
+def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_it(tmp_path: Path) -> None:
+    from studies.runner import pinned_space
+
+    space, others = pinned_space(LRA_SHARING, PRESET, {"metric_form": "mahalanobis"})  # not searched by the study
+    assert others == {"metric_form": "mahalanobis"}
+    store = optuna.create_study(study_name="pinned", storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"),
+                                directions=["maximize", "minimize"])  # fmt: skip
+    baseline = PlannedTrial(fixed=LRA_SHARING.baselines(space)[0], baseline=True)
+    ledger = Ledger(store, LRA_SHARING, PRESET, space, [baseline], 2, others, 0, {}, str(tmp_path))
+    configs = [ledger.ask(f"ray-{i}") for i in range(3)]
+    assert configs[0]["model"]["attention"] == "mha"
+    assert all(c["model"]["attention"] == "damcha" and c["model"]["metric_form"] == "mahalanobis" for c in configs[1:])

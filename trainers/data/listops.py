@@ -26,6 +26,9 @@ END = "]"
 OPERATOR_PROBABILITY = 0.25
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 NUM_CLASSES = 10
+# Draws in a row without a new example before generation gives up: bounds that trees
+# (almost) never meet, or fewer distinct trees than asked, would otherwise loop forever.
+MAX_MISSES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,19 @@ class ListOpsSpec:
         for split in SPLITS:
             if getattr(self, f"{split}_size") < 0:
                 raise ValueError(f"{split}_size={getattr(self, f'{split}_size')} must be >= 0")
+        if (longest := self.longest_tree()) <= self.min_length:
+            raise ValueError(
+                f"no tree can be longer than min_length={self.min_length}: with max_depth={self.max_depth} and "
+                f"max_args={self.max_args} the longest has {longest} tokens; raise max_depth or max_args, or lower min_length"
+            )
+
+    def longest_tree(self) -> int:
+        """Tokens of the longest tree the depth and argument bounds allow (a digit at the
+        deepest level; above it, an operator, its closing bracket and ``max_args`` children)."""
+        longest = 1
+        for _ in range(self.max_depth - 1):
+            longest = 2 + self.max_args * longest
+        return longest
 
     def sizes(self) -> dict[str, int]:
         """Examples per split."""
@@ -128,14 +144,22 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
     rng = random.Random(spec.seed)
     wanted = sum(spec.sizes().values())
     examples: dict[str, int] = {}  # source -> label, insertion-ordered: duplicates dropped
+    misses = 0  # draws in a row that gave no new example
     while len(examples) < wanted:
+        if misses == MAX_MISSES:
+            raise ValueError(
+                f"{MAX_MISSES:,} random trees in a row were outside the length bounds ({spec.min_length}, {spec.max_length}) "
+                f"or repeats, with {len(examples):,} of {wanted:,} examples found: widen the bounds or ask fewer examples"
+            )
+        misses += 1
         builder = _TreeBuilder(rng, spec)
         try:
             label = builder.node(depth=1)
         except _TooLong:
             continue
-        if builder.length > spec.min_length:
-            examples.setdefault("".join(builder.parts), label)
+        if builder.length > spec.min_length and (source := "".join(builder.parts)) not in examples:
+            examples[source] = label
+            misses = 0
     items = list(examples.items())
     splits, start = {}, 0
     for split, size in spec.sizes().items():

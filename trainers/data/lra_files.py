@@ -2,7 +2,7 @@
 
 Each reader checks every row and raises ``DataFileError`` at the first bad one: nothing
 is dropped or skipped silently. Layouts, relative to the unpacked ``lra_release``
-directory (or the directory given with ``--data-dir`` / ``$LRA_DATA_DIR``):
+directory (``$LRA_DATA_DIR``, or the ``data_dir`` argument of a loader):
 
 - ListOps: ``listops-1000/basic_{train,val,test}.tsv`` (header ``Source	Target``).
 - Text: ``aclImdb/{train,test}/{pos,neg}/*.txt`` (the IMDB reviews LRA reads through TFDS).
@@ -42,7 +42,7 @@ def data_root(task: str, data_dir: Path | str | None) -> Path:
         data_dir = os.environ.get(DATA_DIR_VARIABLE)
     if data_dir is None:
         raise DataFileError(
-            f"task {task!r} reads the LRA release files: pass --data-dir or set {DATA_DIR_VARIABLE} "
+            f"task {task!r} reads the LRA release files: set {DATA_DIR_VARIABLE} "
             f"to the unpacked lra_release directory (download: {RELEASE_URL})"
         )
     return Path(data_dir)
@@ -107,8 +107,11 @@ def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
                 raise DataFileError(f"{path}:{line_number}: bytes at column {error.start + 1} are not valid UTF-8") from None
 
 
+LISTOPS_HEADER = "Source\tTarget"
+
+
 def read_labelled_tsv(
-    path: Path, *, columns: int, label_column: int, num_classes: int, header: bool = True
+    path: Path, *, columns: int, label_column: int, num_classes: int, header: str | None = LISTOPS_HEADER
 ) -> list[tuple[list[str], int]]:
     """Read a TSV, checking every row. Fields are split on tabs only (no quoting), as LRA does.
 
@@ -117,23 +120,32 @@ def read_labelled_tsv(
         columns: Columns each row must have.
         label_column: Index of the integer label.
         num_classes: Labels must lie in ``0..num_classes-1``.
-        header: The first line is a header, not data.
+        header: The first line, exactly (a file without it would lose a row), or None
+            when the file has no header.
 
     Returns:
         ``(fields, label)`` per data row, in file order.
 
     Raises:
-        DataFileError: naming the file and line of the first bad row (wrong column
-            count, non-integer or out-of-range label, undecodable bytes).
+        DataFileError: naming the file and line of the first bad row (a missing header,
+            wrong column count, an empty field, a non-integer or out-of-range label,
+            undecodable bytes), or a file without data rows.
     """
     rows = []
     for line_number, line in _decoded_lines(path):
-        if header and line_number == 1:
+        if header is not None and line_number == 1:
+            if line != header:
+                shown = header.replace("\t", "<TAB>")
+                raise DataFileError(f"{path}:1: expected the header {shown!r}, found {line[:60]!r}; this file is not in the release format")
             continue
         fields = line.split("\t")
         if len(fields) != columns:
             raise DataFileError(f"{path}:{line_number}: expected {columns} tab-separated columns, found {len(fields)}")
+        if empty := [index + 1 for index, field in enumerate(fields) if not field.strip()]:
+            raise DataFileError(f"{path}:{line_number}: column {empty[0]} is empty (an example needs a sequence and a label)")
         rows.append((fields, checked_label(fields[label_column], num_classes, f"{path}:{line_number}")))
+    if not rows:
+        raise DataFileError(f"{path}: no data rows{' after the header' if header is not None else ''}; the file is empty or truncated")
     return rows
 
 
@@ -148,7 +160,10 @@ def read_imdb_split(directory: Path) -> tuple[list[bytes], list[int]]:
         files = sorted((directory / sentiment).glob("*.txt"))
         if not files:
             raise DataFileError(f"{directory / sentiment}: no review files (*.txt); the aclImdb release ({IMDB_URL}) has them")
-        texts += [file.read_bytes() for file in files]
+        for file in files:
+            texts.append(file.read_bytes())
+            if not texts[-1].strip():
+                raise DataFileError(f"{file}: the review is empty; an example needs a sequence")
         labels += [label] * len(files)
     return texts, labels
 

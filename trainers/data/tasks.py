@@ -156,7 +156,7 @@ def retrieval_release(
     def build() -> dict[str, dict[str, list]]:
         splits = {}
         for split, path in paths.items():
-            rows = read_labelled_tsv(path, columns=5, label_column=0, num_classes=2, header=False)
+            rows = read_labelled_tsv(path, columns=5, label_column=0, num_classes=2, header=None)
             first = [tokenize_bytes(fields[3].encode(), max_length) for fields, _ in rows]
             second = [tokenize_bytes(fields[4].encode(), max_length) for fields, _ in rows]
             splits[split] = {

@@ -122,6 +122,41 @@ def test_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: st
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", r"basic_val.tsv: no data rows after the header; the file is empty or truncated"),
+        ("Source\tTarget\n", r"basic_val.tsv: no data rows after the header"),
+        ("( [MIN 1 2 ] )\t1\n", r"basic_val.tsv:1: expected the header 'Source<TAB>Target', found '\( \[MIN 1 2 \] \)\\t1'"),
+        ("Source\tTarget\n \t3\n", r"basic_val.tsv:2: column 1 is empty \(an example needs a sequence and a label\)"),
+    ],
+    ids=["empty", "header-only", "no-header", "empty-sequence"],
+)
+def test_files_without_examples_or_header_are_named(tmp_path: Path, content: str, message: str) -> None:
+    """Nothing is dropped silently: a file without its header would lose its first row."""
+    directory = tmp_path / "listops-1000"
+    directory.mkdir()
+    for split in ("train", "test"):
+        (directory / f"basic_{split}.tsv").write_text("Source\tTarget\n( [MIN 1 2 ] )\t1\n")
+    (directory / "basic_val.tsv").write_text(content)
+    with pytest.raises(DataFileError, match=message):
+        listops_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def test_bounds_no_tree_can_meet_are_refused_up_front() -> None:
+    with pytest.raises(ValueError, match=r"no tree can be longer than min_length=50: with max_depth=2 and max_args=10 the longest has 12"):
+        ListOpsSpec(max_depth=2, min_length=50, max_length=100)
+    assert ListOpsSpec(max_depth=2, min_length=11, max_length=100).longest_tree() == 12
+
+
+def test_generation_stops_when_the_bounds_hold_too_few_distinct_trees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Depth 2, two arguments: few distinct trees of 4 tokens ([OP d d ]); asking more cannot finish."""
+    monkeypatch.setattr("trainers.data.listops.MAX_MISSES", 20_000)
+    spec = ListOpsSpec(max_depth=2, max_args=2, min_length=3, max_length=6, train_size=1000, val_size=0, test_size=0)
+    with pytest.raises(ValueError, match=r"20,000 random trees in a row were outside the length bounds \(3, 6\) or repeats, with 400 of 1,000"):
+        generate(spec)
+
+
 def test_bad_bytes_name_the_file_and_line(tmp_path: Path) -> None:
     directory = tmp_path / "listops-1000"
     directory.mkdir()
@@ -135,5 +170,5 @@ def test_missing_release_names_task_path_file_and_source(tmp_path: Path, monkeyp
     with pytest.raises(DataFileError, match=r"task 'listops': expected file 'listops-1000/basic_train.tsv' under .* does not exist; it comes from https://storage.googleapis.com/long-range-arena/lra_release.gz"):
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
     monkeypatch.delenv("LRA_DATA_DIR", raising=False)
-    with pytest.raises(DataFileError, match="pass --data-dir or set LRA_DATA_DIR"):
+    with pytest.raises(DataFileError, match="reads the LRA release files: set LRA_DATA_DIR to the unpacked lra_release directory"):
         listops_release(None, cache_dir=tmp_path / "cache")

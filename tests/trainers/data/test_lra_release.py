@@ -34,6 +34,12 @@ def test_text_reads_reviews_as_truncated_bytes(tmp_path: Path) -> None:
     assert splits["val"]["tokens"] == splits["test"]["tokens"]  # LRA evaluates on the test reviews
 
 
+def test_text_empty_review_is_named(tmp_path: Path) -> None:
+    write_imdb(tmp_path, {split: {"neg": [b"Awful."], "pos": [b"", b"Great!"]} for split in ("train", "test")})
+    with pytest.raises(DataFileError, match=r"aclImdb/train/pos/0_7.txt: the review is empty"):
+        text_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
 def test_text_missing_folder_names_task_path_and_source(tmp_path: Path) -> None:
     write_imdb(tmp_path, {"train": {"neg": [b"x"], "pos": [b"y"]}})
     with pytest.raises(DataFileError, match=r"task 'text': expected directory 'aclImdb/test' under .* it comes from https://ai.stanford.edu"):

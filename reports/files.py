@@ -1,0 +1,81 @@
+"""Files the product writes: safe names, paths checked before work starts, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+REPORTS_DIR = Path("runs/reports")
+
+
+class OutputPathError(ValueError):
+    """A path where nothing can be written; the message names it, the fault and the fix."""
+
+
+def safe_file_name(name: str) -> str:
+    """A file name made from data (a study name): letters, digits, ``. _ = + -`` kept,
+    anything else (``/``, ``..`` at the start, spaces) replaced, so it never leaves its folder.
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9._=+-]", "_", name).lstrip(".")
+    return cleaned or "study"
+
+
+def report_path(study_name: str, directory: Path = REPORTS_DIR) -> Path:
+    """The default report file of a study: ``<directory>/<safe name>.html``."""
+    return directory / f"{safe_file_name(study_name)}.html"
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(candidate for candidate in (path, *path.parents) if candidate.exists())
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """Check that ``path`` can be written (created, with its folders, or replaced), changing nothing.
+
+    Raises:
+        OutputPathError: it is a folder, or its nearest existing folder is not one this
+            user can write (named with ``option``).
+    """
+    if path.is_dir():
+        raise OutputPathError(f"{option} {path} is a folder: give a file path")
+    _check_folder(path.parent, option, path)
+
+
+def check_writable_dir(path: Path, option: str) -> None:
+    """Check that folder ``path`` exists and can be written, or can be created; changes nothing.
+
+    Raises:
+        OutputPathError: it is a file, or it (or its nearest existing parent) cannot be written.
+    """
+    if path.exists() and not path.is_dir():
+        raise OutputPathError(f"{option} {path} is a file, not a folder")
+    _check_folder(path, option, path)
+
+
+def _check_folder(folder: Path, option: str, named: Path) -> None:
+    existing = _nearest_existing(folder.absolute())
+    if not existing.is_dir():
+        raise OutputPathError(f"{option} {named}: {existing} is a file, so no folder can be made there")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{option} {named}: this user cannot write in {existing}; choose another path")
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    """Write a temporary file beside ``path``, then rename it: a reader never sees half a
+    file, and a failed write leaves nothing behind. The file is its owner's alone (0600).
+
+    Raises:
+        OSError: the folder cannot be created or written (the temporary file is removed).
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,239 @@
+"""Bad input, every command: exit code, one sentence naming the problem, nothing written.
+
+Each case runs a command line in an empty working directory (holding only the files the
+case sets up) and compares the directory tree before and after, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+import reports.__main__ as reports_cli
+from studies.run import main as run_main
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "Pw-7c4f9e"  # must never appear in any message
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root`` with a digest of its bytes (folders: '/')."""
+    return {
+        str(path.relative_to(root)): "/" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def _valid_store(root: Path) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.create_study(study_name="plain", storage=f"sqlite:///{root / 'store.db'}")
+
+
+def _truncated_store(root: Path) -> None:
+    _valid_store(root)
+    data = (root / "store.db").read_bytes()
+    (root / "store.db").write_bytes(data[: len(data) // 3])
+
+
+def _corrupted_store(root: Path) -> None:
+    _valid_store(root)
+    data = bytearray((root / "store.db").read_bytes())
+    data[4096:8192] = os.urandom(4096)  # the second page: a table's b-tree
+    (root / "store.db").write_bytes(bytes(data))
+
+
+def _not_a_store(root: Path) -> None:
+    (root / "store.db").write_text("name,value\nnot,sqlite\n")
+
+
+def _a_file(name: str) -> Callable[[Path], None]:
+    return lambda root: (root / name).write_text("a file\n")
+
+
+def _a_folder(name: str) -> Callable[[Path], None]:
+    return lambda root: (root / name).mkdir()
+
+
+STORE = "sqlite:///store.db"
+CPUS = os.cpu_count() or 1
+
+# (id, command, arguments, set-up in the working directory, exit code, message pattern)
+CASES = [
+    ("preset-empty", "run", ["lra_sharing", "--preset", ""], None, 2, r"unknown preset ''.*available: full, quick, smoke"),
+    ("seed-negative", "run", ["lra_sharing", "--seed", "-1"], None, 2, r"argument --seed: -1 must be >= 0"),
+    ("memory-nan", "run", ["lra_sharing", "--trial-memory", "nan"], None, 2, r"--trial-memory must be a number of GiB > 0, got nan"),
+    ("memory-inf", "run", ["lra_sharing", "--trial-memory", "inf"], None, 2, r"--trial-memory must be a number of GiB > 0, got inf"),
+    ("cpus-nan", "run", ["lra_sharing", "--cpus-per-trial", "nan"], None, 2, r"--cpus-per-trial must be a number > 0"),
+    ("cpus-more-than-machine", "run", ["lra_sharing", "--cpus-per-trial", str(CPUS + 2)], None, 2,
+     rf"--cpus-per-trial {CPUS + 2} is more than this machine's {CPUS} CPUs"),
+    ("gpus-more-than-machine", "run", ["lra_sharing", "--gpus-per-trial", str(torch.cuda.device_count() + 1)], None, 2,
+     r"--gpus-per-trial \d+ is more than this machine's \d+ GPUs"),
+    ("full-preset-beyond-machine", "run", ["lra_sharing", "--preset", "full"], None, 2,
+     r"--(cpus|gpus)-per-trial \d+ is more than this machine's"),
+    ("port-not-a-number", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:abc/optuna"], None, 2,
+     r"storage URL 'postgresql\+psycopg://u:\*\*\*@127.0.0.1:abc/optuna': the port is not a number"),
+    ("url-without-colon", "run", ["lra_sharing", "--storage", f"postgresql+psycopg//alice:{SECRET}@db/optuna"], None, 2,
+     r"storage URL 'postgresql\+psycopg//alice:\*\*\*@db/optuna' is not a database URL"),
+    ("password-with-at", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://alice:{SECRET}@x@127.0.0.1:1/optuna"], None, 2,
+     r"'postgresql\+psycopg://alice:\*\*\*@127.0.0.1:1/optuna': the password holds an unencoded '@'; percent-encode it as %40"),
+    ("password-in-query", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://alice@127.0.0.1:1/optuna?password={SECRET}"],
+     None, 2, r"'postgresql\+psycopg://alice@127.0.0.1:1/optuna\?password=\*\*\*': cannot open the database"),
+    ("store-truncated", "run", ["lra_sharing", "--storage", STORE], _truncated_store, 2, r"the SQLite store .*store.db is damaged"),
+    ("store-corrupted", "run", ["lra_sharing", "--storage", STORE], _corrupted_store, 2, r"the SQLite store .*store.db is damaged"),
+    ("store-not-sqlite", "run", ["lra_sharing", "--storage", STORE], _not_a_store, 2, r"store.db is not a SQLite database"),
+    ("store-under-a-file", "run", ["lra_sharing", "--storage", "sqlite:///blocker/store.db"], _a_file("blocker"), 2,
+     r"cannot create the SQLite store .*blocker/store.db: .*blocker is not a folder"),
+    ("report-is-a-folder", "run", ["lra_sharing", "--report", "out"], _a_folder("out"), 2, r"--report out is a folder"),
+    ("report-under-a-file", "run", ["lra_sharing", "--report", "blocker/r.html"], _a_file("blocker"), 2,
+     r"--report blocker/r.html: .*blocker is a file"),
+    ("data-cache-is-a-file", "run", ["lra_sharing", "--data-cache", "blocker"], _a_file("blocker"), 2,
+     r"--data-cache blocker is a file, not a folder"),
+    ("fix-unknown-knob", "run", ["lra_sharing", "--fix", "metric_rnk=4"], None, 2, r"unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
+    ("reports-missing-store", "reports", ["x", "--storage", "sqlite:///typo/dir/x.db"], None, 2,
+     r"there is no SQLite store at .*typo/dir/x.db"),
+    ("reports-damaged-store", "reports", ["plain", "--storage", STORE], _corrupted_store, 2, r"store.db is damaged"),
+    ("reports-output-is-a-folder", "reports", ["plain", "--storage", STORE, "-o", "out"],
+     lambda root: (_valid_store(root), _a_folder("out")(root)), 2, r"-o out is a folder"),
+    ("reports-png-is-a-file", "reports", ["plain", "--storage", STORE, "--png", "blocker"],
+     lambda root: (_valid_store(root), _a_file("blocker")(root)), 2, r"--png blocker is a file, not a folder"),
+    ("reports-unknown-study", "reports", ["plian", "--storage", STORE], _valid_store, 2, r"unknown study 'plian'.*did you mean 'plain'"),
+]  # fmt: skip
+
+
+def _run(command: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    entry = run_main if command == "run" else reports_cli.main
+    try:
+        code = entry(argv)
+    except SystemExit as exited:
+        code = exited.code
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize(("command", "argv", "setup", "code", "message"), [case[1:] for case in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_exits_with_one_sentence_and_writes_nothing(
+    command: str, argv: list[str], setup, code: int, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    if "gpus" in " ".join(argv) or "full" in argv:
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DAMCHA_STORAGE_URL", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if setup is not None:
+        setup(tmp_path)
+    before = _tree(tmp_path)
+
+    got, output = _run(command, argv, capsys)
+
+    assert got == code, output
+    assert re.search(message, output), output
+    assert "Traceback" not in output and SECRET not in output
+    assert _tree(tmp_path) == before  # nothing created, nothing changed, no partial file
+
+
+def test_reports_leave_a_plain_optuna_store_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A read-only command never creates, migrates or reconfigures a store (journal mode included)."""
+    monkeypatch.chdir(tmp_path)
+    _valid_store(tmp_path)
+    study = optuna.load_study(study_name="plain", storage=STORE)
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1) ** 2, n_trials=3)
+    before = hashlib.sha256((tmp_path / "store.db").read_bytes()).hexdigest()
+    with sqlite3.connect(tmp_path / "store.db") as connection:
+        (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
+
+    assert reports_cli.main(["plain", "--storage", STORE, "-o", "r.html"]) == 0
+
+    assert hashlib.sha256((tmp_path / "store.db").read_bytes()).hexdigest() == before
+    with sqlite3.connect(tmp_path / "store.db") as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == (mode,) == ("delete",)
+    assert not list(tmp_path.glob("store.db-*"))  # no -wal or -shm left beside it
+
+
+def test_report_names_from_the_store_never_leave_the_output_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    name = "../../escaped/evil"
+    optuna.create_study(study_name=name, storage=STORE).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+
+    assert reports_cli.main([name, "--storage", STORE]) == 0
+
+    written = [p for p in tmp_path.rglob("*.html")]
+    assert [p.relative_to(tmp_path) for p in written] == [Path("work/runs/reports/_.._escaped_evil.html")]
+    assert not (tmp_path / "escaped").exists()
+    assert oct(written[0].stat().st_mode & 0o777) == "0o600"
+
+
+def test_reports_show_what_a_plain_optuna_study_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A study this product did not create: values, params and curves shown, what is missing said, exit 0."""
+    monkeypatch.chdir(tmp_path)
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", -1, 1)
+        for step in range(3):
+            trial.report(x * step, step)
+        return x**2
+
+    optuna.create_study(study_name="single", storage=STORE).optimize(objective, n_trials=4)
+    optuna.create_study(study_name="multi", storage=STORE, directions=["minimize", "maximize"]).optimize(
+        lambda t: (t.suggest_int("n", 1, 5), t.suggest_float("y", 0, 1)), n_trials=4
+    )
+    for name in ("single", "multi"):
+        assert reports_cli.main([name, "--storage", STORE, "-o", f"{name}.html"]) == 0, name
+        page = (tmp_path / f"{name}.html").read_text()
+        assert "not created by DAMCHA Studies" in page
+        assert "Traceback" not in capsys.readouterr().err
+
+
+def _as_nobody(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run a command line as user nobody (root passes every permission check)."""
+    environment = {"PATH": os.environ["PATH"], "HOME": str(cwd), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+                   "PYTHONPATH": str(ROOT)}  # fmt: skip
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, *argv],
+                          cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.fixture
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to run a command as another user")
+    folder = tmp_path_factory.mktemp("unwritable")
+    for parent in (folder, *folder.parents):  # user nobody may enter the folders on the way
+        if parent == Path(parent.anchor):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    folder.chmod(0o777)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda root: (root / "runs").mkdir() or (root / "runs").chmod(0o755), r"cannot create the SQLite store .*runs/optuna.db: .*runs is not a folder this user can write"),
+        (lambda root: (_valid_store(root), (root / "store.db").chmod(0o644)), r"cannot write to the SQLite store .*store.db \(permission denied"),
+    ],
+    ids=["read-only-runs", "store-not-writable"],
+)
+def test_stores_this_user_cannot_write_exit_2(setup, message: str, shared_dir: Path) -> None:
+    setup(shared_dir)
+    storage = STORE if (shared_dir / "store.db").exists() else "sqlite:///runs/optuna.db"
+    before = _tree(shared_dir)
+
+    result = _as_nobody(["-m", "studies.run", "lra_sharing", "--preset", "smoke", "--storage", storage,
+                         "--data-cache", str(shared_dir / "cache")], shared_dir)  # fmt: skip
+
+    assert result.returncode == 2, result.stderr
+    assert re.search(message, result.stderr) and "Traceback" not in result.stderr, result.stderr
+    assert _tree(shared_dir) == before
