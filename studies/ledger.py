@@ -30,11 +30,13 @@ from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.registry import Preset, Study
 from studies.sampler import INFEASIBLE_ATTRIBUTE
+from studies.trainable import SHARED_GPU
 from trainers.config import ModelConfig
+from trainers.train import compile_cache_dir
 
 COST_ATTRIBUTES = (
     "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s", "flops_per_s",
-    "model_flops_utilisation", "peak_memory_bytes", "wall_seconds", "device", "train_loss",
+    "model_flops_utilisation", "compile_seconds", "peak_memory_bytes", "wall_seconds", "device", "train_loss",
 )  # fmt: skip
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
@@ -156,6 +158,7 @@ class Ledger:
         self.memory_bytes = memory_bytes
         self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
+        self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
         self.total = len(queue) + searched
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
@@ -236,6 +239,7 @@ class Ledger:
         self.open[trial.number] = trial
         self.plans[trial.number] = planned
         return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir,
+                "compile_cache_dir": self.compile_cache_dir,
                 "memory_bytes": self.memory_bytes}  # fmt: skip
 
     def record_report(self, number: int, result: Mapping[str, Any]) -> None:
@@ -260,8 +264,11 @@ class Ledger:
         if error is not None:
             trial.set_user_attr("error", error)
             state, values = TrialState.FAIL, None
-            if not self._mark_if_infeasible(trial, error):
-                self._retry_if_worker_died(number, trial, error)
+            # Out of memory on a GPU it shared, a trial may fit another time; then, or if it still does
+            # not, a configuration that cannot train is told to the sampler, and a dead worker's is retried.
+            if not (SHARED_GPU in error and self._retry(number, trial)):
+                if not self._mark_if_infeasible(trial, error) and WORKER_DIED.search(error):
+                    self._retry(number, trial)
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
             self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
@@ -322,13 +329,15 @@ class Ledger:
             return True
         return False
 
-    def _retry_if_worker_died(self, number: int, trial: optuna.Trial, error: str) -> None:
-        """Queue the configuration again when its process died (not when the training raised)."""
+    def _retry(self, number: int, trial: optuna.Trial) -> bool:
+        """Queue a failed trial's configuration again, at most ``MAX_RETRIES`` times; True if queued."""
         planned = self.plans[number]
-        if WORKER_DIED.search(error) and planned.attempt < MAX_RETRIES:
-            self.queue.append(PlannedTrial(fixed=dict(trial.params), baseline=planned.baseline, retry_of=number,
-                                           repeat_of=planned.repeat_of, attempt=planned.attempt + 1))  # fmt: skip
-            self.total += 1
+        if planned.attempt >= MAX_RETRIES:
+            return False
+        self.queue.append(PlannedTrial(fixed=dict(trial.params), baseline=planned.baseline, retry_of=number,
+                                       repeat_of=planned.repeat_of, attempt=planned.attempt + 1))  # fmt: skip
+        self.total += 1
+        return True
 
     def done(self) -> bool:
         """Every planned trial was asked and has ended (a failure may still add a retry until then)."""

@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="pin a knob for every trial; repeatable (default: none)")
     parser.add_argument("--repeat-seeds", type=int, default=0, metavar="K",
                         help="after the search, train the DAMCHA front and every baseline with K more seeds (default: 0)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"),
+                        help="training precision: fp32, or bf16 autocast (default: the preset's; fp32 for smoke/quick, bf16 for full)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction,
+                        help="torch.compile every model, or not (default: the preset's; on for full only)")
     parser.add_argument("--data-cache", type=Path, help="data cache directory (default: $DAMCHA_DATA_CACHE, else runs/data)")
     return parser
 
@@ -121,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, trial_memory_gib=args.trial_memory, seed=args.seed,
         report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache, repeat_seeds=args.repeat_seeds,
+        precision=args.precision, compile=args.compile,
     )  # fmt: skip
     try:
         run_study(get_study(args.name), options)

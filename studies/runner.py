@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -45,6 +45,7 @@ from studies.trainable import run_trial
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
+from trainers.train import PRECISIONS
 
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 TUNE_DIR = Path("runs/ray")  # Ray Tune's experiment folders (the store, not these, is the record)
@@ -71,6 +72,8 @@ class RunOptions:
     fixed: dict[str, Value] = field(default_factory=dict)
     cache_dir: Path | None = None
     repeat_seeds: int = 0
+    precision: str | None = None
+    compile: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,7 @@ class CheckedRun:
     url: str
     trials: int
     resources: TrialResources
+    train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
 
 
 def check_options(study: Study, options: RunOptions) -> CheckedRun:
@@ -214,6 +218,11 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
             message names the option and the fix.
     """
     preset = study.preset(options.preset)
+    if options.precision is not None and options.precision not in PRECISIONS:
+        raise StudyOptionError(f"--precision {options.precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
+    chosen = {"precision": options.precision, "compile": options.compile}
+    overrides = {name: value for name, value in chosen.items() if value is not None and value != getattr(preset.train, name)}
+    preset = replace(preset, train=replace(preset.train, **overrides))  # trials record them in train_config
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
     trials = options.trials if options.trials is not None else preset.trials
@@ -243,7 +252,7 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
-    return CheckedRun(preset, space, fixed_others, url, trials, TrialResources(cpus, gpus, memory))
+    return CheckedRun(preset, space, fixed_others, url, trials, TrialResources(cpus, gpus, memory), overrides)
 
 
 def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
@@ -321,7 +330,7 @@ def _open_study(study: Study, run: CheckedRun, options: RunOptions, out: TextIO)
     """Create or resume the Optuna study (a new one under ``--fresh``) and record its settings."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
     storage = open_storage(run.url)
-    name = _store_name(study, run.preset, options.fixed)
+    name = _store_name(study, run.preset, options.fixed | run.train_overrides)  # other training: another study
     if options.fresh and (old := _existing(storage, name)) is not None:
         new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
         print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}", file=out)

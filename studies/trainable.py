@@ -2,33 +2,76 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
+import torch
 from ray import tune
 
 from trainers.config import ModelConfig
-from trainers.memory import memory_budget
-from trainers.train import TrainConfig, train
+from trainers.memory import TrainingOutOfMemoryError, memory_budget
+from trainers.train import TrainConfig, train, use_compile_settings
+
+SHARED_GPU = "on a shared GPU"  # in the error of an out-of-memory trial that a retry may fit
+
+
+@dataclass(frozen=True)
+class TrialDevice:
+    """Where a trial trains, from what Ray assigned it.
+
+    Attributes:
+        device: ``cuda`` (the GPU Ray assigned, which it made the only visible one) or ``cpu``.
+        gpu_share: The fraction of that GPU the trial may use (1.0: all of it; 0: no GPU).
+        cpus: The trial's CPUs.
+    """
+
+    device: str
+    gpu_share: float
+    cpus: int
+
+
+def trial_device(gpu_ids: list, resources: dict[str, float]) -> TrialDevice:
+    """The device of a trial that Ray assigned ``gpu_ids`` and ``resources``.
+
+    A trial with no GPU trains on the CPU even where CUDA is visible: Ray leaves
+    ``CUDA_VISIBLE_DEVICES`` alone then, and GPU 0 would be shared behind its back.
+    """
+    share = float(resources.get("GPU", 0.0)) if gpu_ids else 0.0
+    return TrialDevice("cuda" if gpu_ids else "cpu", min(share, 1.0), max(1, int(resources.get("CPU", 1))))
 
 
 def run_trial(config: dict[str, Any]) -> None:
     """Train one configuration asked by the ledger (``studies.ledger.Ledger.ask``).
 
     Args:
-        config: ``model`` and ``train`` config fields, the ``task`` and the data
-            ``cache_dir``; the split caches were built by the driver, so workers
-            memory-map them. ``memory_bytes`` (optional): the trial's memory budget.
+        config: ``model`` and ``train`` config fields, the ``task``, the data
+            ``cache_dir`` (the split caches were built by the driver, so workers
+            memory-map them) and the ``compile_cache_dir`` the run's trials share.
+            ``memory_bytes`` (optional): the trial's host-memory budget.
 
     Raises:
-        trainers.memory.TrainingOutOfMemoryError: the trial went over its budget.
+        trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or its
+            share of a GPU (then the message says "on a shared GPU": a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
+    placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
+    use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
+    if placement.device == "cuda":
+        torch.cuda.init()  # the CUDA context is set-up, not the trial's memory: made before the budget applies
+        if placement.gpu_share < 1.0:  # neighbours share the GPU: keep to this trial's part
+            torch.cuda.set_per_process_memory_fraction(placement.gpu_share)
     splits = config["task"].load(Path(config["cache_dir"]))
-    with memory_budget(config.get("memory_bytes")):
-        train(
-            ModelConfig(**config["model"]),
-            TrainConfig(**config["train"]),
-            splits,
-            report=lambda step, metrics: tune.report(metrics),
-        )
+    try:
+        with memory_budget(config.get("memory_bytes")):
+            train(
+                ModelConfig(**config["model"]),
+                TrainConfig(**(config["train"] | {"device": placement.device})),
+                splits,
+                report=lambda step, metrics: tune.report(metrics),
+            )
+    except TrainingOutOfMemoryError as error:
+        if placement.device == "cuda" and placement.gpu_share < 1.0 and isinstance(error.__cause__, torch.OutOfMemoryError):
+            raise TrainingOutOfMemoryError(f"{error} ({SHARED_GPU}, {placement.gpu_share:g} of it)") from error
+        raise

@@ -247,25 +247,36 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores)"
 
 
-# Dense peak throughput of accelerators by name fragment, FLOP/s: (bf16, fp32). Vendor data
-# sheets, without sparsity; fp32 matmuls are counted at the TF32 tensor-core rate.
+# Dense peak throughput (no sparsity) of accelerators by their exact CUDA device name, FLOP/s:
+# (bf16, fp32). fp32 is the TF32 tensor-core rate, which training turns on for fp32 runs on
+# GPUs. Vendor data sheets; a name not listed (another board of the same chip, say) gets no MFU.
 PEAK_FLOPS: dict[str, tuple[float, float]] = {
-    "H200": (989e12, 494e12),
-    "H100": (989e12, 494e12),
-    "A100": (312e12, 156e12),
-    "L40S": (362e12, 183e12),
+    "NVIDIA H200": (989e12, 494e12),  # SXM
+    "NVIDIA H200 NVL": (835e12, 418e12),
+    "NVIDIA H100 80GB HBM3": (989e12, 494e12),  # SXM
+    "NVIDIA H100 PCIe": (756e12, 378e12),
+    "NVIDIA H100 NVL": (835e12, 418e12),
+    "NVIDIA A100-SXM4-80GB": (312e12, 156e12),
+    "NVIDIA A100-SXM4-40GB": (312e12, 156e12),
+    "NVIDIA A100 80GB PCIe": (312e12, 156e12),
+    "NVIDIA A100-PCIE-40GB": (312e12, 156e12),
+    "NVIDIA L40S": (362e12, 183e12),
 }
+
+
+def peak_flops_of(name: str, precision: str) -> float | None:
+    """The dense peak FLOP/s of the accelerator called ``name`` at ``precision``, or None when unknown."""
+    if name not in PEAK_FLOPS:
+        return None
+    bf16, fp32 = PEAK_FLOPS[name]
+    return bf16 if precision == "bf16" else fp32
 
 
 def peak_flops(device: torch.device, precision: str) -> float | None:
     """The device's dense peak FLOP/s at ``precision`` (``bf16`` or ``fp32``), or None when unknown (CPUs)."""
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    for fragment, (bf16, fp32) in PEAK_FLOPS.items():
-        if fragment in name:
-            return bf16 if precision == "bf16" else fp32
-    return None
+    return peak_flops_of(torch.cuda.get_device_name(device), precision)
 
 
 def measure_training(
@@ -325,17 +336,18 @@ class _AttentionKernelRecorder(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         name = func._overloadpacket.__name__
-        if "scaled_dot_product" in name and "backward" not in name:
+        if "scaled_dot_product" in name:
             self.kernels.add(name.removeprefix("_scaled_dot_product_"))
         return func(*args, **(kwargs or {}))
 
 
 def attention_kernels(fn: Callable[[], object]) -> set[str]:
-    """Run ``fn`` and return the attention kernels it dispatched.
+    """Run ``fn`` and return the attention kernels it dispatched, forward and backward.
 
     Names are those of ATen's kernels without their prefix, e.g. ``flash_attention``
-    (FlashAttention on CUDA), ``efficient_attention``, ``flash_attention_for_cpu``, or
-    ``attention_math`` (the unfused fallback).
+    (FlashAttention on CUDA), ``cudnn_attention``, ``efficient_attention``,
+    ``flash_attention_for_cpu``, their ``..._backward`` twins, or ``attention_math`` (the
+    unfused fallback, whose backward is autograd's over its parts).
     """
     with _AttentionKernelRecorder() as recorder:
         fn()

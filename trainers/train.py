@@ -26,6 +26,8 @@ from trainers.models import build_model
 
 PRECISIONS = ("fp32", "bf16")
 COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
+DEFAULT_COMPILE_CACHE = Path("runs/torch-compile-cache")
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
 
@@ -122,12 +124,29 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+def compile_cache_dir() -> Path:
+    """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR``, else
+    ``runs/torch-compile-cache`` under the working directory (resolve it where the runs
+    share it: a study's driver, not each trial's own working directory)."""
+    return Path(os.environ.get(COMPILE_CACHE_VARIABLE) or DEFAULT_COMPILE_CACHE).resolve()
+
+
+def use_compile_settings(cache_dir: Path, threads: int) -> None:
+    """Point ``torch.compile`` at a shared cache and give it ``threads`` compile workers (a
+    trial's CPUs: more would take its neighbours' cores)."""
+    import torch._inductor.config as inductor_config
+
+    os.environ[COMPILE_CACHE_VARIABLE] = str(cache_dir)
+    os.environ[COMPILE_THREADS_VARIABLE] = str(threads)
+    inductor_config.compile_threads = threads  # read at import: set it too for a worker that compiled before
+
+
 def compiled(model: nn.Module) -> nn.Module:
     """``torch.compile`` with a persistent cache (first compile of a model takes seconds; later ones reuse it).
 
     Dynamic shapes: length-bucketed batches change the sequence length from step to step.
     """
-    os.environ.setdefault(COMPILE_CACHE_VARIABLE, str(Path("runs/torch-compile-cache").resolve()))
+    os.environ.setdefault(COMPILE_CACHE_VARIABLE, str(compile_cache_dir()))
     return torch.compile(model, dynamic=True)
 
 
@@ -140,8 +159,14 @@ def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.
         return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
 
-def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
-    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor | None]:
+    """The batch on ``device``. A padding mask without padding becomes None, so that
+    attention runs without a mask (FlashAttention takes none); it is read on the host, so
+    no GPU work waits for it."""
+    return {
+        name: None if name.startswith("padding_mask") and bool(tensor.all()) else tensor.to(device, non_blocking=True)
+        for name, tensor in batch.items()
+    }
 
 
 @torch.no_grad()
@@ -165,6 +190,69 @@ def _learning_rate_factor(step: int, config: TrainConfig) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
+class _TrainBatches(torch.utils.data.IterableDataset):
+    """The endless, seeded training batches, for a ``DataLoader`` that builds them in a worker."""
+
+    def __init__(self, split, config: ModelConfig, batch_size: int, seed: int) -> None:
+        super().__init__()
+        self.split, self.config, self.batch_size, self.seed = split, config, batch_size, seed
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        return _endless_batches(self.split, self.config, self.batch_size, self.seed)
+
+
+def training_batches(split, config: ModelConfig, batch_size: int, seed: int, device: torch.device) -> Iterator[dict[str, Tensor]]:
+    """The training batches. On a GPU a worker process builds them ahead of the step, in pinned
+    memory, so that the GPU does not wait for the CPU; on a CPU they are built in line (a
+    worker would take a core from the trial)."""
+    if device.type != "cuda":
+        return iter(_TrainBatches(split, config, batch_size, seed))
+    loader = torch.utils.data.DataLoader(
+        _TrainBatches(split, config, batch_size, seed), batch_size=None, num_workers=1, pin_memory=True, prefetch_factor=8
+    )
+    return iter(loader)
+
+
+class _PeakMemory:
+    """A run's peak memory, measured without wrapping a compiled model in a dispatch mode
+    (Dynamo would stop compiling the frames it saw under one, for good).
+
+    On CUDA: the caching allocator's peak over the whole run, above the memory in use at
+    the start. On CPU: the live-tensor tracker (``trainers.costs.peak_memory``) around the
+    eager model, on each step whose batch is longer than every one measured before
+    (bucketed batches grow the peak only with their length, and there are few such steps).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.bytes = 0
+        self.longest = 0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            self.start = torch.cuda.memory_allocated(device)
+
+    def wants(self, length: int) -> bool:
+        """Whether the step with a batch of ``length`` positions is measured (CPU only)."""
+        if self.device.type == "cuda" or length <= self.longest:
+            return False
+        self.longest = length
+        return True
+
+    @contextlib.contextmanager
+    def measuring(self, optimizer: torch.optim.Optimizer) -> Iterator[None]:
+        """Measure the enclosed step; optimizer state made by an earlier step counts too (on
+        CUDA it is part of the allocator's peak)."""
+        state = sum(t.nbytes for values in optimizer.state.values() for t in values.values() if isinstance(t, Tensor))
+        with peak_memory(self.device) as memory:
+            yield
+        self.bytes = max(self.bytes, state + memory["bytes"])
+
+    def peak(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self.start
+        return self.bytes
+
+
 def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, report: Report | None = None) -> TrainResult:
     """Train a model and report validation accuracy and costs as it goes.
 
@@ -177,15 +265,23 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
             parameter counts, ``flops_per_example`` (forward, at ``max_length``),
             ``examples_per_s``, ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded
             batches, analytic), ``model_flops_utilisation`` (of the device's peak; only where the
-            peak is known, i.e. not on CPUs), ``peak_memory_bytes``, ``wall_seconds`` and ``device``.
+            peak is known, i.e. not on CPUs), ``compile_seconds`` (the first step, where
+            ``torch.compile`` compiles; 0 without compile), ``peak_memory_bytes`` (over the
+            run), ``wall_seconds`` and ``device``. The throughputs leave out the first step
+            (compilation, optimizer state), unless it is the only one.
 
     Returns:
         The last report's metrics.
 
     Raises:
-        NonFiniteLossError: the loss became NaN or infinite (the step is named).
+        NonFiniteLossError: the loss became NaN or infinite (the step is named). On a GPU
+            the check waits for the next report, so that no step waits for the GPU.
     """
     device = resolve_device(train_config.device)
+    if device.type == "cuda" and train_config.precision == "fp32":
+        # fp32 matrix products on tensor cores (TF32), as the fp32 peak in trainers.costs assumes.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(train_config.seed)
     model = build_model(model_config).to(device)
     optimizer = adamw(model, train_config, device)
@@ -194,8 +290,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     if train_config.eval_examples is not None and train_config.eval_examples < validation.num_rows:
         validation = validation.select(range(train_config.eval_examples))
     parameters = count_parameters(model)
-    if train_config.compile:
-        model = compiled(model)
+    stepped = compiled(model) if train_config.compile else model  # `model` stays the eager module (memory steps)
     static = {
         "parameters": parameters.total,
         "attention_parameters": parameters.attention,
@@ -203,59 +298,78 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         "device": device_name(device),
     }
 
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     start = time.perf_counter()
-    training_seconds, examples, tokens, flops, peak_bytes, loss_sum, loss_count = 0.0, 0, 0, 0, 0, 0.0, 0
+    memory = _PeakMemory(device)
+    training_seconds, compile_seconds, examples, tokens, flops = 0.0, 0.0, 0, 0, 0
+    loss_sum, loss_count = torch.zeros((), device=device), 0
+    first_bad_step, first_bad_loss = torch.zeros((), dtype=torch.long, device=device), torch.zeros((), device=device)
     peak = peak_flops(device, train_config.precision)
     flops_by_length: dict[int, Flops] = {}
     report_steps = set(train_config.report_steps())
-    batches = _endless_batches(splits["train"], model_config, train_config.batch_size, train_config.seed)
+    batches = training_batches(splits["train"], model_config, train_config.batch_size, train_config.seed, device)
     metrics: dict[str, float | int | str | bool] = {}
+    interval_start = time.perf_counter()
     for step in range(1, train_config.steps + 1):
-        batch = _to(next(batches), device)
-        step_start = time.perf_counter()
-        # Peak memory is measured on the second step: the first allocates optimizer state.
-        with peak_memory(device) if step == 2 else contextlib.nullcontext({"bytes": 0}) as memory:
+        batch = next(batches)
+        length = max(mask.shape[1] for name, mask in batch.items() if name.startswith("padding_mask"))
+        batch_tokens = sum(int(mask.sum()) for name, mask in batch.items() if name.startswith("padding_mask"))
+        batch = _to(batch, device)
+        # Step 1 compiles, so it runs the compiled model; memory is measured from step 2 on then.
+        measured = not (step == 1 and train_config.compile) and memory.wants(length)
+        with memory.measuring(optimizer) if measured else contextlib.nullcontext():
             with autocast(device, train_config.precision):
-                logits, labels = _logits_and_labels(model, model_config, batch)
+                logits, labels = _logits_and_labels(model if measured else stepped, model_config, batch)
                 loss = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             schedule.step()
-        if step == 2:
-            peak_bytes = memory["bytes"]
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        training_seconds += time.perf_counter() - step_start
-        masks = [mask for name, mask in batch.items() if name.startswith("padding_mask")]
-        examples += len(batch["labels"])
-        tokens += sum(int(mask.sum()) for mask in masks)
-        length = max(mask.shape[1] for mask in masks)
+        loss = loss.detach()  # stays on the device: no step waits for the GPU
+        newly_bad = ~torch.isfinite(loss) & (first_bad_step == 0)
+        first_bad_step = torch.where(newly_bad, step, first_bad_step)
+        first_bad_loss = torch.where(newly_bad, loss, first_bad_loss)
+        loss_sum, loss_count = loss_sum + loss, loss_count + 1
+        if step == 1 or step in report_steps or device.type != "cuda":  # a CPU step costs nothing to check
+            if bad_step := int(first_bad_step):  # stop here: every later step would be wasted
+                raise NonFiniteLossError(f"training loss is {float(first_bad_loss)} at step {bad_step} of {train_config.steps}")
         if length not in flops_by_length:  # bucketed batches repeat few lengths
             flops_by_length[length] = model_flops(model_config, length)
-        flops += flops_by_length[length].training_step(len(batch["labels"]))
-        loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):  # stop here: every later step would be wasted
-            raise NonFiniteLossError(f"training loss is {loss_value} at step {step} of {train_config.steps}")
-        loss_sum, loss_count = loss_sum + loss_value, loss_count + 1
+        done = (len(batch["labels"]), batch_tokens, flops_by_length[length].training_step(len(batch["labels"])))
+        if step == 1:  # compilation and optimizer state: kept out of the throughput
+            synchronize()
+            first_step = (*done, time.perf_counter() - interval_start)
+            compile_seconds = first_step[-1] if train_config.compile else 0.0
+            interval_start = time.perf_counter()
+        else:
+            examples, tokens, flops = examples + done[0], tokens + done[1], flops + done[2]
         if step in report_steps:
+            synchronize()
+            training_seconds += time.perf_counter() - interval_start
+            # Until a step after the first has run, the first is all there is to measure.
+            counted = (examples, tokens, flops, training_seconds) if examples else first_step
+            seconds = counted[3]
             with autocast(device, train_config.precision):
-                accuracy = evaluate(model, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
+                accuracy = evaluate(stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
             metrics = static | {
                 "step": step,
                 "val_accuracy": accuracy,
-                "train_loss": loss_sum / loss_count,
+                "train_loss": float(loss_sum) / loss_count,
                 "final": step == train_config.steps,
-                "examples_per_s": examples / training_seconds,
-                "tokens_per_s": tokens / training_seconds,
-                "flops_per_s": flops / training_seconds,
-
-                "peak_memory_bytes": peak_bytes,
+                "examples_per_s": counted[0] / seconds,
+                "tokens_per_s": counted[1] / seconds,
+                "flops_per_s": counted[2] / seconds,
+                "compile_seconds": compile_seconds,
+                "peak_memory_bytes": memory.peak(),
                 "wall_seconds": time.perf_counter() - start,
             }
             if peak:
-                metrics["model_flops_utilisation"] = flops / training_seconds / peak
-            loss_sum, loss_count = 0.0, 0
+                metrics["model_flops_utilisation"] = counted[2] / seconds / peak
+            loss_sum, loss_count = torch.zeros((), device=device), 0
             if report is not None:
                 report(step, metrics)
+            interval_start = time.perf_counter()
     return TrainResult(metrics=metrics)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studies.registry import STUDIES
+from studies.registry import STUDIES, get_study
 from storage import single_writer
 from studies.run import build_parser, main
 
@@ -119,3 +119,23 @@ def test_a_second_driver_through_a_symbolic_link_is_refused(link: str, capsys, t
         assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{other}"]) == 3
     assert "another driver" in capsys.readouterr().err
     assert sorted(p.name for p in real.iterdir()) == sorted(["store.db.writer-lock", *(["store.db"] if link == "file" else [])])
+
+
+def test_precision_and_compile_flags_reach_every_trial_and_name_their_own_study() -> None:
+    from studies.runner import RunOptions, check_options
+
+    run = check_options(get_study("lra_sharing"), RunOptions(preset="smoke", precision="bf16", compile=True))
+    assert run.preset.train.precision == "bf16" and run.preset.train.compile is True
+    assert run.train_overrides == {"precision": "bf16", "compile": True}
+    same = check_options(get_study("lra_sharing"), RunOptions(preset="smoke", precision="fp32", compile=False))
+    assert same.train_overrides == {}  # the preset's own settings: the same study
+    assert "--compile, --no-compile" in build_parser().format_help()
+
+
+def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
+    from studies.trainable import trial_device
+
+    assert trial_device([], {"CPU": 1.0}).device == "cpu"  # even where CUDA is visible
+    assert trial_device([], {"CPU": 2.0, "GPU": 0.0}).cpus == 2
+    shared = trial_device(["0"], {"CPU": 4.0, "GPU": 0.5})
+    assert (shared.device, shared.gpu_share, shared.cpus) == ("cuda", 0.5, 4)

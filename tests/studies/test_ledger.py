@@ -117,3 +117,28 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert configs[0]["model"]["attention"] == "mha"
     assert all(c["model"]["attention"] == "damcha" and c["model"]["metric_form"] == "mahalanobis" for c in configs[1:])
+
+
+def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
+    from studies.ledger import MAX_RETRIES
+    from studies.trainable import SHARED_GPU
+
+    ledger = make_ledger(tmp_path, [], 1)
+    number = ledger.ask("ray-0")["number"]
+    error = f"TrainingOutOfMemoryError: out of GPU memory: CUDA out of memory ({SHARED_GPU}, 0.5 of it)"
+    for attempt in range(MAX_RETRIES + 1):
+        ledger.finish(number, None, error)
+        retried = bool(ledger.queue)
+        if attempt < MAX_RETRIES:
+            assert retried and ledger.queue[0].retry_of == number
+            number = ledger.ask(f"ray-{attempt + 1}")["number"]
+    assert not retried  # given up after its retries...
+    trials = ledger.study.get_trials()
+    assert [INFEASIBLE_ATTRIBUTE in t.user_attrs for t in trials] == [False] * MAX_RETRIES + [True]  # ...then it cannot fit
+    assert ledger.ask("ray-last") is None
+
+
+def test_each_trial_gets_the_run_s_one_absolute_compile_cache(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [], 2)
+    folders = {ledger.ask(f"ray-{i}")["compile_cache_dir"] for i in range(2)}
+    assert len(folders) == 1 and Path(folders.pop()).is_absolute()

@@ -94,3 +94,14 @@ def test_measure_training_reports_throughput() -> None:
     assert throughput.examples_per_s > 0
     assert throughput.tokens_per_s == pytest.approx(throughput.examples_per_s * LENGTH)
     assert throughput.device.startswith("cpu")
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16"),
+    [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12), ("NVIDIA H100 NVL", 835e12),
+     ("NVIDIA H100 Something New", None), ("cpu", None)],
+)  # fmt: skip
+def test_model_flop_utilisation_knows_exact_parts_only(name: str, bf16: float | None) -> None:
+    from trainers.costs import peak_flops_of
+
+    assert peak_flops_of(name, "bf16") == bf16

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ from trainers.data.tasks import listops_generated, recall
 from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.train import TrainConfig, train
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ListOpsSpec(seed=0, min_length=5, max_length=30, train_size=128, val_size=32, test_size=32)
 
 
@@ -77,3 +82,72 @@ def test_a_diverging_loss_stops_the_run_naming_the_step(tmp_path: Path) -> None:
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     with pytest.raises(NonFiniteLossError, match=r"training loss is (nan|inf) at step \d+ of 50"):
         train(listops_model("mha"), TrainConfig(steps=50, batch_size=8, eval_every=50, warmup_steps=1, learning_rate=1e30, device="cpu"), splits)
+
+
+def test_compiled_graphs_keep_running_after_the_first_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing wraps the compiled model in a dispatch mode (which would make Dynamo skip it for good)."""
+    import torch
+
+    calls: list[int] = []
+
+    def counting_backend(graph, example_inputs):  # noqa: ANN001, ARG001 (torch.compile's backend signature)
+        def run(*args):  # noqa: ANN002
+            calls.append(1)
+            return graph.forward(*args)
+
+        return run
+
+    monkeypatch.setattr("trainers.train.compiled", lambda model: torch.compile(model, backend=counting_backend, dynamic=True))
+    splits = listops_generated(SPEC, cache_dir=tmp_path)
+    seen = []
+    train(listops_model("damcha"), TrainConfig(steps=9, batch_size=8, eval_every=3, device="cpu", compile=True), splits,
+          report=lambda step, metrics: seen.append(len(calls)))  # fmt: skip
+    assert seen[0] > 0 and seen[0] < seen[1] < seen[2]  # compiled graphs run in every stretch of training, after step 2 too
+
+
+def test_compile_seconds_are_recorded_and_left_out_of_the_throughput(tmp_path: Path) -> None:
+    splits = listops_generated(SPEC, cache_dir=tmp_path)
+    eager = train(listops_model("mha"), TrainConfig(steps=6, batch_size=8, eval_every=6, device="cpu"), splits).metrics
+    assert eager["compile_seconds"] == 0.0
+
+    script = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "from tests.trainers.test_train import SPEC, listops_model; from trainers.data.tasks import listops_generated;"
+        "from trainers.train import TrainConfig, train;"
+        "m = train(listops_model('mha'), TrainConfig(steps=6, batch_size=8, eval_every=6, device='cpu', compile=True),"
+        " listops_generated(SPEC, cache_dir=Path(sys.argv[2]))).metrics; print(json.dumps(m))"
+    )
+    environment = os.environ | {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "compile-cache")}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script, str(ROOT), str(tmp_path)], env=environment, check=True,
+                                      capture_output=True, text=True, timeout=600).stdout.splitlines()[-1]) for _ in range(2)]  # fmt: skip
+    cold, warm = runs
+    assert cold["compile_seconds"] > 0 and warm["compile_seconds"] < 0.7 * cold["compile_seconds"]  # the kept cache is reused
+    assert any((tmp_path / "compile-cache").iterdir())
+    for metrics in runs:  # 5 timed steps of 8 examples: the compile time is not in their rate
+        assert metrics["examples_per_s"] >= 5 * 8 / (metrics["wall_seconds"] - metrics["compile_seconds"])
+
+
+def test_peak_memory_is_the_peak_over_the_run(tmp_path: Path) -> None:
+    """Length-bucketed batches vary in length: the peak is taken over the run, not one step."""
+    splits = listops_generated(SPEC, cache_dir=tmp_path)
+    config = TrainConfig(steps=8, batch_size=8, eval_every=1, device="cpu")
+    peaks = [metrics["peak_memory_bytes"] for metrics in _reports(train, listops_model("mha"), config, splits)]
+    assert peaks == sorted(peaks) and peaks[0] > 0  # never falls: a running maximum over the steps so far
+
+
+def _reports(run, *args) -> list[dict]:
+    reports: list[dict] = []
+    run(*args, report=lambda step, metrics: reports.append(metrics))
+    return reports
+
+
+def test_a_batch_without_padding_reaches_attention_without_a_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlashAttention takes no mask: a batch with no padding must not carry one."""
+    import torch
+
+    from trainers.train import _to
+
+    batch = {"tokens": torch.ones(2, 4, dtype=torch.long), "padding_mask": torch.ones(2, 4, dtype=torch.bool), "labels": torch.zeros(2)}
+    assert _to(batch, torch.device("cpu"))["padding_mask"] is None
+    batch["padding_mask"][1, 3] = False
+    assert torch.equal(_to(batch, torch.device("cpu"))["padding_mask"], batch["padding_mask"])
