@@ -57,7 +57,8 @@ def run_trial(config: dict[str, Any]) -> None:
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
     placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
-    use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
+    if config["train"].get("compile"):
+        use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
     if placement.device == "cuda":
         torch.cuda.init()  # the CUDA context is set-up, not the trial's memory: made before the budget applies
         if placement.gpu_share < 1.0:  # neighbours share the GPU: keep to this trial's part
