@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from reports.files import OutputPathError
@@ -19,6 +20,7 @@ from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
 from trainers.registry import UnknownNameError
+from trainers.train import PRECISIONS
 
 EPILOG = """examples:
   python -m studies.run lra_sharing                       # the quick preset, local Ray, SQLite store
@@ -45,18 +47,16 @@ def _fix(text: str) -> tuple[str, Value]:
     return name.strip(), parse_knob_value(value.strip())
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+def _integer_from(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``."""
 
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
+        return value
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
+    return parse
 
 
 def use_ray_token_for(address: str | None) -> None:
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("name", nargs="?", help="study to run (see --list)")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
-    parser.add_argument("--trials", type=_positive_int, help="trials in the study, baselines and finished ones included (default: the preset's)")
+    parser.add_argument("--trials", type=_integer_from(1), help="trials in the study, baselines and finished ones included (default: the preset's)")
     parser.add_argument("--storage", help=f"Optuna storage URL, or env:NAME to read it from variable NAME "
                         f"(default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})")
     parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray on this machine's CPUs)")
@@ -92,14 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trial-memory", type=float, metavar="GIB",
                         help="host memory one trial may use, in GiB: a trial that needs more fails with an out-of-memory reason "
                         "and Ray runs only as many trials at once as fit (default: no budget)")
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the sampler and of every trial's training (default: 0)")
+    parser.add_argument("--seed", type=_integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)")
     parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
     parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
     parser.add_argument("--fix", type=_fix, action="append", default=[], metavar="KNOB=VALUE",
                         help="pin a knob for every trial; repeatable (default: none)")
     parser.add_argument("--repeat-seeds", type=int, default=0, metavar="K",
                         help="after the search, train the DAMCHA front and every baseline with K more seeds (default: 0)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"),
+    parser.add_argument("--precision", choices=PRECISIONS,
                         help="training precision: fp32, or bf16 autocast (default: the preset's; fp32 for smoke/quick, bf16 for full)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction,
                         help="torch.compile every model, or not (default: the preset's; on for full only)")

@@ -45,7 +45,6 @@ from studies.trainable import run_trial
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
-from trainers.train import PRECISIONS
 
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 TUNE_DIR = Path("runs/ray")  # Ray Tune's experiment folders (the store, not these, is the record)
@@ -218,11 +217,12 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
             message names the option and the fix.
     """
     preset = study.preset(options.preset)
-    if options.precision is not None and options.precision not in PRECISIONS:
-        raise StudyOptionError(f"--precision {options.precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
     chosen = {"precision": options.precision, "compile": options.compile}
     overrides = {name: value for name, value in chosen.items() if value is not None and value != getattr(preset.train, name)}
-    preset = replace(preset, train=replace(preset.train, **overrides))  # trials record them in train_config
+    try:  # TrainConfig checks its own fields
+        preset = replace(preset, train=replace(preset.train, **overrides))  # trials record them in train_config
+    except ValueError as error:
+        raise StudyOptionError(str(error)) from None
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
     trials = options.trials if options.trials is not None else preset.trials

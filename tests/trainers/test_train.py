@@ -129,10 +129,18 @@ def test_compile_seconds_are_recorded_and_left_out_of_the_throughput(tmp_path: P
 
 def test_peak_memory_is_the_peak_over_the_run(tmp_path: Path) -> None:
     """Length-bucketed batches vary in length: the peak is taken over the run, not one step."""
+    import itertools
+
+    from trainers.train import _endless_batches
+
     splits = listops_generated(SPEC, cache_dir=tmp_path)
-    config = TrainConfig(steps=8, batch_size=8, eval_every=1, device="cpu")
+    config = TrainConfig(steps=8, batch_size=8, eval_every=1, device="cpu", seed=2)
+    lengths = [b["tokens"].shape[1] for b in itertools.islice(_endless_batches(splits["train"], listops_model("mha"), 8, 2), 8)]
+    longest = lengths.index(max(lengths))
+    assert longest > 1 and lengths[longest] > max(lengths[:longest])  # the set-up: the longest batch comes after step 2
     peaks = [metrics["peak_memory_bytes"] for metrics in _reports(train, listops_model("mha"), config, splits)]
     assert peaks == sorted(peaks) and peaks[0] > 0  # never falls: a running maximum over the steps so far
+    assert peaks[longest] > peaks[longest - 1]  # and it rises with the longest batch
 
 
 def _reports(run, *args) -> list[dict]:
