@@ -21,7 +21,7 @@ from reports.files import REPORTS_DIR, OutputPathError, check_writable_dir, chec
 from reports.html import compare_html, report_html
 from reports.images import write_images
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
-from trainers.registry import unknown_name_message
+from naming import unknown_name_message
 
 
 def _load(storage, storage_url: str, name: str) -> optuna.Study:

@@ -5,7 +5,6 @@ Pure functions of pandas frames and Optuna studies; no plotting here.
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -14,23 +13,18 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from reports.data import ACCURACY, FLOPS
+from storage.trials import ACCURACY, FLOPS, configuration_key
 from storage import masked_url
 
 BOOTSTRAP_SAMPLES = 10_000
 CONFIDENCE = 0.95
 
 
-def configuration_key(params: dict[str, Any]) -> str:
-    """One string per configuration: trials with the same knobs (seed repeats) share it."""
-    return json.dumps({name: value for name, value in sorted(params.items()) if value is not None}, default=str)
-
-
 def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     """Complete trials grouped by configuration: mean accuracy over seeds with a 95% interval.
 
     Args:
-        frame: ``reports.data.trials_frame``.
+        frame: ``storage.trials.trials_frame``.
         knobs: The knob columns that identify a configuration.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Thin plotly builders over the report's frames (``reports.data``, ``reports.analysis``)."""
+"""Thin plotly builders over the report's frames (``storage.trials``, ``reports.analysis``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.data import ACCURACY, FLOPS, pareto_mask
+from storage.trials import ACCURACY, FLOPS, knob_columns, pareto_mask
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -16,8 +16,6 @@ AXES = {
     "parameters": "parameters (log scale)",
     SECONDS_PER_1K: "measured training time per 1,000 examples, s (log scale)",
 }
-KNOB_COLUMNS = ("d_model", "num_heads", "sharing", "metric_rank", "generator_depth", "generator_width", "metric_form",
-                "metric_mode", "metric_chunk", "num_layers", "learning_rate")  # fmt: skip
 COLORS = {"damcha": "#1f77b4", "mha": "#d62728", "pruned": "#9e9e9e"}
 LAYOUT = {"template": "plotly_white", "height": 460, "margin": {"l": 70, "r": 30, "t": 60, "b": 60}, "hoverlabel": {"align": "left"}}
 
@@ -29,10 +27,10 @@ def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def hover_text(row: pd.Series) -> str:
-    """Every knob and cost of a trial, HTML-escaped, one per line."""
+def hover_text(row: pd.Series, knobs: list[str]) -> str:
+    """Every knob (``knobs``: the frame's knob columns) and cost of a trial, HTML-escaped, one per line."""
     lines = [f"trial {row['number']} ({row['state'].lower()}{', MHA baseline' if row['baseline'] else ''})"]
-    lines += [f"{name} = {row[name]}" for name in ("attention", *KNOB_COLUMNS) if name in row and row[name] is not None]
+    lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
     lines.append(f"val accuracy = {row[ACCURACY]:.4f}")
     for name, unit in ((FLOPS, "FLOPs/example"), ("parameters", "parameters"), ("examples_per_s", "examples/s"),
                        ("peak_memory_bytes", "bytes peak"), ("wall_seconds", "s wall")):  # fmt: skip
@@ -54,7 +52,7 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
     ):
         figure.add_trace(go.Scatter(
             x=rows[x], y=rows[ACCURACY], mode="markers", name=name, marker=marker,
-            hovertext=[hover_text(row) for _, row in rows.iterrows()], hoverinfo="text",
+            hovertext=[hover_text(row, knob_columns(frame)) for _, row in rows.iterrows()], hoverinfo="text",
         ))  # fmt: skip
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
     for name, rows, line in (
@@ -86,7 +84,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
         values = damcha[knob].astype(str)
         figure.add_trace(go.Box(
             x=values, y=damcha[ACCURACY], boxpoints="all", jitter=0.3, pointpos=0, name=knob, showlegend=False,
-            marker={"color": COLORS["damcha"]}, hovertext=[hover_text(row) for _, row in damcha.iterrows()], hoverinfo="text",
+            marker={"color": COLORS["damcha"]}, hovertext=[hover_text(row, knob_columns(frame)) for _, row in damcha.iterrows()], hoverinfo="text",
         ), row=1, col=column)  # fmt: skip
         if pd.notna(best_mha):
             figure.add_hline(y=best_mha, line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
@@ -133,7 +131,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
             front = rows[pareto_mask(rows)].sort_values(FLOPS) if not rows.empty else rows
             figure.add_trace(go.Scatter(
                 x=front[FLOPS], y=front[ACCURACY], mode="lines+markers", name=html.escape(f"{study_name}: {label} front"),
-                line={"dash": dash, "shape": "hv"}, hovertext=[hover_text(row) for _, row in front.iterrows()], hoverinfo="text",
+                line={"dash": dash, "shape": "hv"}, hovertext=[hover_text(row, knob_columns(frame)) for _, row in front.iterrows()], hoverinfo="text",
             ))  # fmt: skip
     figure.update_layout(title="Pareto fronts of several studies", xaxis_title=AXES[FLOPS], yaxis_title="validation accuracy",
                          xaxis_type="log", **LAYOUT)  # fmt: skip

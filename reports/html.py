@@ -19,10 +19,9 @@ import plotly.graph_objects as go
 
 from reports.analysis import configurations, headline, importances, learning_curves, provenance
 from storage import masked_url
-from reports.data import FLOPS, pareto_mask, trials_frame
+from storage.trials import FLOPS, knob_columns, pareto_mask, trials_frame
 from reports.files import write_atomically
 from reports.figures import (
-    KNOB_COLUMNS,
     SECONDS_PER_1K,
     compare_figure,
     curves_figure,
@@ -33,7 +32,6 @@ from reports.figures import (
 )
 
 PlotlyJs = Literal["inline", "cdn"]
-EFFECT_KNOBS = ["sharing", "metric_rank", "generator_depth", "num_heads", "d_model"]
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -61,8 +59,8 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
     return parts
 
 
-def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int]) -> str:
-    """Configurations on the DAMCHA front and every baseline, mean ± 95% CI over seeds."""
+def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
+    """Configurations on the DAMCHA front and every baseline, mean ± 95% CI over seeds, with their ``knobs``."""
     if configs.empty:
         return "<p>No complete trials yet.</p>"
     keep = configs[configs["baseline"] | configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
@@ -71,7 +69,7 @@ def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int]) ->
         interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
         rows.append({
             "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
-            **{k: str(row[k]) for k in EFFECT_KNOBS if k in row and row[k] is not None},
+            **{k: str(row[k]) for k in knobs if k in row and row[k] is not None},
             "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
             "seeds": row["seeds"], "FLOPs/example": f"{row[FLOPS]:.3g}",
             "parameters": row["parameters"], "examples/s": f"{row['examples_per_s']:.0f}", "trials": ", ".join(map(str, row["numbers"])),
@@ -90,7 +88,8 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
     frame = with_time_column(trials_frame(study))
     if _foreign(study):
         return foreign_report_html(study, storage_url, plotlyjs=plotlyjs)
-    knobs = [k for k in ("attention", *KNOB_COLUMNS) if k in frame.columns]
+    knobs = knob_columns(frame)
+    effects = [k for k in knobs if k != "attention"]
     configs = configurations(frame, knobs)
     answer = headline(configs)
     damcha = frame[~frame["baseline"]]
@@ -101,7 +100,7 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
         "pareto-figure": pareto_figure(frame, FLOPS, "Accuracy against forward FLOPs per example"),
         "pareto-parameters": pareto_figure(frame, "parameters", "Accuracy against parameters"),
         "pareto-time": pareto_figure(frame, SECONDS_PER_1K, "Accuracy against measured training time"),
-        "knob-effects": knob_effects_figure(frame, EFFECT_KNOBS),
+        "knob-effects": knob_effects_figure(frame, effects),
         "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers | baseline_numbers))),
     }
     importance = importances(study)
@@ -123,7 +122,7 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
 <h2>Knob effects</h2>{divs["knob-effects"]}
 <h2>Learning curves</h2>{divs["learning-curves"]}
 <h2>Knob importance</h2>{divs.get("importances", "<p>Too few complete trials to estimate importances.</p>")}
-<h2>The front and the baselines</h2>{front_and_baselines_table(configs, front_numbers)}
+<h2>The front and the baselines</h2>{front_and_baselines_table(configs, front_numbers, effects)}
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>
 """

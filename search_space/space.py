@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 
-from trainers.registry import unknown_name_message
+from naming import unknown_name_message
 
 Value = str | int | float
 
@@ -90,17 +90,14 @@ class Knob:
 
 @dataclass(frozen=True)
 class Rule:
-    """A combination of knob values that is forbidden.
+    """Which combinations of knob values are forbidden.
 
     Attributes:
-        knobs: The knobs it reads.
-        allows: True when the values are allowed (only called when all ``knobs`` are set).
-        reason: Why a combination is rejected and what to do instead.
+        check: Called with every active knob's value; raises ``ValueError`` naming the
+            forbidden combination and what to do instead.
     """
 
-    knobs: tuple[str, ...]
-    allows: Callable[[Mapping[str, Value]], bool]
-    reason: str
+    check: Callable[[Mapping[str, Value]], None]
 
 
 @dataclass(frozen=True)
@@ -190,9 +187,10 @@ class SearchSpace:
                 conditions = " and ".join(f"{other} in {allowed}" for other, allowed in knob.when.items())
                 raise SearchSpaceError(f"knob {name}={values[name]!r} applies only when {conditions}")
         for rule in self.rules:
-            if all(name in resolved for name in rule.knobs) and not rule.allows(resolved):
-                shown = ", ".join(f"{name}={resolved[name]!r}" for name in rule.knobs)
-                raise SearchSpaceError(f"forbidden combination {shown}: {rule.reason}")
+            try:
+                rule.check(resolved)
+            except ValueError as error:
+                raise SearchSpaceError(f"forbidden combination: {error}") from None
         return resolved
 
     @staticmethod

@@ -16,7 +16,7 @@ from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from trainers.data.listops import ListOpsSpec
 from trainers.data.tasks import listops_generated
 from trainers.data.tokenize import LISTOPS_VOCABULARY
-from trainers.registry import lookup
+from naming import lookup
 from trainers.train import TrainConfig
 
 
@@ -211,6 +211,6 @@ def get_study(name: str) -> Study:
     """A study by name.
 
     Raises:
-        trainers.registry.UnknownNameError: "did you mean ..., available: ...".
+        naming.UnknownNameError: "did you mean ..., available: ...".
     """
     return lookup(STUDIES, name, "study")

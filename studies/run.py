@@ -19,7 +19,7 @@ from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
-from trainers.registry import UnknownNameError
+from naming import UnknownNameError
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:

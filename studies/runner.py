@@ -21,8 +21,7 @@ from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from reports.analysis import configuration_key
-from reports.data import pareto_mask, trials_frame
+from storage.trials import configuration_key, pareto_mask, trials_frame
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from reports.files import REPORTS_DIR, check_writable_dir, check_writable_file, report_path

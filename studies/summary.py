@@ -6,18 +6,17 @@ from pathlib import Path
 
 import optuna
 
-from reports.data import ACCURACY, FLOPS, beats_baselines, trials_frame
-
-KNOB_COLUMNS = ("d_model", "num_heads", "sharing", "metric_rank", "generator_depth")
+from storage.trials import ACCURACY, FLOPS, beats_baselines, knob_columns, trials_frame
 
 
-def _knobs(row) -> str:
-    return " ".join(f"{name}={row[name]}" for name in KNOB_COLUMNS if row.get(name) is not None)
+def _knobs(row, knobs: list[str]) -> str:
+    return " ".join(f"{name}={row[name]}" for name in knobs if name != "attention" and row.get(name) is not None)
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
     """Trials by state, the best baseline, the DAMCHA configurations that beat MHA per FLOP, and where things are."""
     frame = trials_frame(study)
+    knobs = knob_columns(frame)
     lines = [f"\n{study.study_name}"]
     if frame.empty:
         return "\n".join([*lines, "  no trials"])
@@ -28,13 +27,13 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
         lines.append("  best MHA baseline: none completed")
     else:
         best = complete_baselines.sort_values(ACCURACY).iloc[-1]
-        lines.append(f"  best MHA baseline: trial {best['number']}  acc {best[ACCURACY]:.3f}  {best[FLOPS]:.3g} FLOPs  {_knobs(best)}")
+        lines.append(f"  best MHA baseline: trial {best['number']}  acc {best[ACCURACY]:.3f}  {best[FLOPS]:.3g} FLOPs  {_knobs(best, knobs)}")
     winners = beats_baselines(frame)
     lines.append("  DAMCHA on the Pareto front, matching or beating MHA at lower or equal FLOPs:")
     if winners.empty:
         lines.append("    none")
     for _, row in winners.iterrows():
-        lines.append(f"    trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {_knobs(row)}  (vs baseline trial {row['matched_baseline']})")
+        lines.append(f"    trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {_knobs(row, knobs)}  (vs baseline trial {row['matched_baseline']})")
     failed = frame[frame["state"] == "FAIL"]
     for _, row in failed.head(3).iterrows():
         lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")

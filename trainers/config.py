@@ -1,4 +1,8 @@
-"""The model configuration: one frozen dataclass whose fields are the knob names."""
+"""The model configuration: one frozen dataclass whose fields are the knob names.
+
+Its knobs are its own (width, heads, depth) plus every attention family's, inherited
+from the family's knobs dataclass (``DAMCHAKnobs``): a family declares a knob once.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +10,26 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
-from trainers.attention import ATTENTION, DAMCHA, DEFAULT_METRIC_CHUNK, validate_damcha_knobs
-from trainers.attention.metric import Rank
+from trainers.attention import ATTENTION, DAMCHA, DAMCHAKnobs, MHAKnobs, parse_sharing
+from naming import lookup
+from trainers.knobs import knob, knob_fields, knob_names
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
 POOLINGS: tuple[str, ...] = ("cls", "mean")
 
 
-def parse_sharing(sharing: str, num_layers: int) -> int:
-    """Layers per generator for a sharing granularity.
-
-    Args:
-        sharing: ``"layer"``, ``"group:K"`` or ``"stack"``.
-        num_layers: Layers in the stack.
-
-    Returns:
-        K: consecutive layers that share one generator (1 for ``layer``, all for ``stack``).
-
-    Raises:
-        ValueError: an unknown granularity, or K outside 1..num_layers.
-    """
-    if sharing == "layer":
-        return 1
-    if sharing == "stack":
-        return num_layers
-    prefix, _, size = sharing.partition(":")
-    if prefix == "group" and size.isdigit() and 1 <= int(size) <= num_layers:
-        return int(size)
-    raise ValueError(
-        f"sharing={sharing!r} is not allowed; allowed: 'layer', 'stack' or 'group:K' with 1 <= K <= num_layers={num_layers}"
-    )
+def _family_knobs(values: Mapping[str, Any]) -> DAMCHAKnobs | MHAKnobs:
+    """The knobs dataclass of the family that ``values["attention"]`` names, from ``values``."""
+    family = ATTENTION[values["attention"]].Knobs
+    return family(**{f.name: values[f.name] for f in knob_fields(family)})
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(DAMCHAKnobs, MHAKnobs):
     """Everything needed to build a model; field names are the search-space knob names.
 
-    DAMCHA knobs (``metric_*``, ``generator_*``, ``sharing``) are ignored when
-    ``attention == "mha"``.
+    An attention family's knobs (DAMCHA's ``metric_*``, ``generator_*``, ``sharing``) are
+    ignored when ``attention`` names another family.
 
     Attributes:
         vocab_size: Token vocabulary size (padding id 0 included).
@@ -59,30 +45,20 @@ class ModelConfig:
         pooling: ``cls`` (a learned CLS token) or ``mean`` (masked mean); classifiers only.
         attention: ``mha`` or ``damcha``.
         metric_rank, metric_form, metric_mode, generator_depth, generator_width,
-            metric_chunk: see ``trainers.attention.DAMCHA`` (``metric_chunk`` acts in the
-            decoder only: positions per generated metric).
-        sharing: ``layer``, ``group:K`` or ``stack``: how many consecutive layers share
-            one metric generator, run once on the first of them.
+            metric_chunk, sharing: ``trainers.attention.DAMCHAKnobs``.
     """
 
     vocab_size: int
     num_classes: int
     max_length: int
     architecture: Literal["encoder", "pair", "decoder"] = "encoder"
-    d_model: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
-    mlp_width: int = 256
+    attention: str = knob("mha", choices=("mha", "damcha"), help="attention variant")
+    num_heads: int = knob(4, choices=(1, 2, 4, 8, 16, 32), help="attention heads; must divide d_model")
+    d_model: int = knob(128, choices=(32, 64, 128, 256, 512), help="model width D")
+    num_layers: int = knob(2, low=1, high=12, help="transformer blocks")
+    mlp_width: int = knob(256, choices=(64, 128, 256, 512, 1024, 2048), help="hidden width of each block's MLP")
     dropout: float = 0.0
     pooling: Literal["cls", "mean"] = "cls"
-    attention: str = "mha"
-    metric_rank: Rank = 16
-    metric_form: str = "bilinear"
-    metric_mode: str = "cross"
-    generator_depth: int = 1
-    generator_width: int = 64
-    metric_chunk: int = DEFAULT_METRIC_CHUNK
-    sharing: str = "layer"
 
     def __post_init__(self) -> None:
         for name, low in (("vocab_size", 2), ("max_length", 1), ("d_model", 1), ("num_layers", 1), ("mlp_width", 1)):
@@ -98,20 +74,23 @@ class ModelConfig:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
         if self.attention not in ATTENTION:
             raise ValueError(f"attention={self.attention!r} is not allowed; allowed: {', '.join(ATTENTION)}")
-        if self.num_heads < 1 or self.d_model % self.num_heads:
-            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
-        if self.is_damcha:
-            validate_damcha_knobs(
-                d_model=self.d_model,
-                num_heads=self.num_heads,
-                metric_rank=self.metric_rank,
-                metric_form=self.metric_form,
-                metric_mode=self.metric_mode,
-                generator_depth=self.generator_depth,
-                generator_width=self.generator_width,
-                metric_chunk=self.metric_chunk,
-            )
-            parse_sharing(self.sharing, self.num_layers)
+        self.attention_knobs().check(d_model=self.d_model, num_heads=self.num_heads, num_layers=self.num_layers)
+
+    def attention_knobs(self) -> DAMCHAKnobs | MHAKnobs:
+        """The attention family's knobs (its ``Knobs`` dataclass), with this config's values."""
+        return _family_knobs({name: getattr(self, name) for name in knob_names(self)})
+
+    @classmethod
+    def check_knobs(cls, knobs: Mapping[str, Any]) -> None:
+        """Check model knob values together, the others at their defaults, before any model exists.
+
+        Raises:
+            ValueError: an unknown attention variant, or the family's own message (knob,
+                value, what is allowed).
+        """
+        values = {f.name: f.default for f in knob_fields(cls)} | dict(knobs)
+        lookup(ATTENTION, str(values["attention"]), "attention")
+        _family_knobs(values).check(d_model=values["d_model"], num_heads=values["num_heads"], num_layers=values["num_layers"])
 
     @property
     def is_damcha(self) -> bool:

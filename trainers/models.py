@@ -8,23 +8,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from trainers.attention import DAMCHA, Metric, build_attention
+from trainers.attention import DAMCHA, DAMCHAKnobs, Metric, build_attention
 from trainers.config import ModelConfig
 
 
-def _attention_knobs(config: ModelConfig, *, own_generator: bool) -> dict:
-    knobs: dict = {"causal": config.causal, "dropout": config.dropout}
-    if config.is_damcha:
-        knobs.update(
-            metric_rank=config.metric_rank,
-            metric_form=config.metric_form,
-            metric_mode=config.metric_mode,
-            generator_depth=config.generator_depth,
-            generator_width=config.generator_width,
-            metric_chunk=config.metric_chunk,
-            own_generator=own_generator,
-        )
-    return knobs
+def _attention_arguments(config: ModelConfig, *, own_generator: bool) -> dict:
+    """Keyword arguments of the config's attention layer: its family's layer knobs, causality, dropout."""
+    knobs = config.attention_knobs()
+    arguments: dict = {"causal": config.causal, "dropout": config.dropout}
+    if isinstance(knobs, DAMCHAKnobs):
+        arguments |= knobs.layer_arguments() | {"own_generator": own_generator}
+    return arguments
 
 
 class Block(nn.Module):
@@ -89,7 +83,7 @@ class TransformerStack(nn.Module):
         self.blocks = nn.ModuleList(
             Block(
                 build_attention(
-                    config.attention, config.d_model, config.num_heads, **_attention_knobs(config, own_generator=i % group == 0)
+                    config.attention, config.d_model, config.num_heads, **_attention_arguments(config, own_generator=i % group == 0)
                 ),
                 d_model=config.d_model,
                 mlp_width=config.mlp_width,

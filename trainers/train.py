@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from trainers.knobs import knob
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, device_name, model_flops, peak_flops, peak_memory
 from trainers.data.batches import iterate_batches, iterate_pair_batches
@@ -52,8 +53,8 @@ class TrainConfig:
 
     steps: int = 200
     batch_size: int = 32
-    learning_rate: float = 1e-3
-    weight_decay: float = 0.01
+    learning_rate: float = knob(1e-3, low=1e-5, high=1e-1, log=True, help="peak AdamW learning rate")
+    weight_decay: float = knob(0.01, low=0.0, high=0.5, help="AdamW weight decay")
     warmup_steps: int = 20
     eval_every: int = 50
     eval_examples: int | None = None

@@ -9,7 +9,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from reports.data import beats_baselines, pareto_mask, trials_frame
+from storage.trials import beats_baselines, pareto_mask, trials_frame
 from storage import open_storage
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))

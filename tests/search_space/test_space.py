@@ -40,9 +40,9 @@ def test_resolve_completes_with_defaults_and_drops_inactive_knobs() -> None:
         ({"num_layers": 2.5}, r"knob num_layers=2.5 is outside its domain: an integer in 1..12"),
         ({"attention": "mha", "metric_rank": 4}, r"knob metric_rank=4 applies only when attention in \('damcha',\)"),
         ({"attention": "damcha", "d_model": 32, "num_heads": 16, "metric_rank": 64},
-         r"forbidden combination metric_rank=64, d_model=32: metric_rank must be at most d_model"),
+         r"forbidden combination: metric_rank=64 must be an integer in 1..d_model=32 or 'full'"),
         ({"d_model": 64, "num_heads": 32, "attention": "damcha", "sharing": "group:4", "num_layers": 2},
-         r"forbidden combination sharing='group:4', num_layers=2"),
+         r"forbidden combination: sharing='group:4' is not allowed; allowed: .* num_layers=2"),
     ],
 )
 def test_bad_configurations_are_named(values: dict, message: str) -> None:
@@ -62,3 +62,23 @@ def test_choice_does_not_confuse_types() -> None:
     assert not Choice((1, 2)).contains(True)
     assert not Choice((1, 2)).contains("1")
     assert Choice((1, "full")).contains("full")
+
+
+def test_every_knob_is_declared_once_by_its_config_and_family() -> None:
+    """The search space, the model config and the layers' constructors agree, because they derive from one field each."""
+    import inspect
+
+    from trainers.attention import ATTENTION, DAMCHAKnobs
+    from trainers.config import ModelConfig
+    from trainers.knobs import knob_fields, knob_names, spec_of
+    from trainers.train import TrainConfig
+
+    assert set(KNOBS) == set(knob_names(ModelConfig)) | set(knob_names(TrainConfig))
+    for field in knob_fields(DAMCHAKnobs):
+        assert KNOBS[field.name].when == {"attention": ("damcha",)}
+        assert KNOBS[field.name].default == field.default == getattr(ModelConfig, field.name, field.default)
+    layer_arguments = {f.name for f in knob_fields(DAMCHAKnobs) if spec_of(f).layer_argument}
+    for name in ("damcha", "damcha_explicit"):
+        parameters = set(inspect.signature(ATTENTION[name]).parameters)
+        assert layer_arguments <= parameters, f"{name} lacks {layer_arguments - parameters}"
+    assert KNOBS["num_heads"].when == {} and KNOBS["learning_rate"].domain.contains(1e-3)

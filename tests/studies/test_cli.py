@@ -36,7 +36,7 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         (["lra_sharing", "--fix", "metric_rank"], "'metric_rank' is not KNOB=VALUE"),
         (["lra_sharing", "--preset", "smoke", "--fix", "metric_rank=16"], r"knob metric_rank=16 is outside the smoke preset's domain: one of 4, 8"),
         (["lra_sharing", "--fix", "metric_mode=rowsum", "--fix", "metric_form=mahalanobis"],
-         "forbidden combination metric_mode='rowsum', metric_form='mahalanobis'"),
+         "forbidden combination: metric_form='mahalanobis' is not allowed with metric_mode='rowsum'"),
         (["lra_sharing", "--fix", "attention=mha"], "knob 'attention' is set by study 'lra_sharing' itself"),
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),

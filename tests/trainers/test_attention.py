@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
 
 from trainers.attention import DAMCHA, Metric, MultiHeadAttention, build_attention, reference_attention, sequence_context
-from trainers.registry import UnknownNameError
+from naming import UnknownNameError
 
 B, T, D, H = 3, 9, 16, 4
 
@@ -161,14 +162,14 @@ def test_registry_builds_by_name_and_suggests_close_names() -> None:
     ("knobs", "message"),
     [
         (dict(num_heads=3), "num_heads=3 must divide d_model=16"),
-        (dict(metric_rank=0), r"metric_rank=0 must be in 1..d_model=16 .*attention='mha'"),
-        (dict(metric_rank=17), "metric_rank=17 must be in 1..d_model=16"),
+        (dict(metric_rank=0), r"metric_rank=0 must be an integer in 1..d_model=16 .*attention='mha'"),
+        (dict(metric_rank=17), "metric_rank=17 must be an integer in 1..d_model=16"),
         (dict(metric_rank="low"), "metric_rank='low' must be an integer"),
         (dict(metric_form="cosine"), "metric_form='cosine' is not allowed; allowed: bilinear, mahalanobis"),
         (dict(metric_mode="rows"), "metric_mode='rows' is not allowed; allowed: cross, rowsum"),
         (dict(metric_mode="rowsum", metric_form="mahalanobis"), "not allowed with metric_mode='rowsum'"),
-        (dict(generator_depth=-1), "generator_depth=-1 must be >= 0"),
-        (dict(generator_width=0), "generator_width=0 must be >= 1"),
+        (dict(generator_depth=-1), "generator_depth=-1 must be an integer >= 0"),
+        (dict(generator_width=0), "generator_width=0 must be an integer >= 1"),
         (dict(metric_chunk=0), r"metric_chunk=0 must be an integer >= 1 \(1 = one metric per position\)"),
         (dict(metric_chunk=2.0), "metric_chunk=2.0 must be an integer >= 1"),
     ],
@@ -185,7 +186,7 @@ CHUNKS = [1, 3, 4, 16]  # one per position; dividing T=9 or not; longer than the
 
 def _chunked(variant: dict, chunk: int) -> DAMCHA:
     attn = _damcha(variant, causal=True)
-    attn.metric_chunk = chunk
+    attn.knobs = replace(attn.knobs, metric_chunk=chunk)
     return attn
 
 

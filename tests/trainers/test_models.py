@@ -89,7 +89,7 @@ def test_stack_sharing_reuses_one_metric_in_every_layer() -> None:
     ("knobs", "message"),
     [
         (dict(num_heads=5), "num_heads=5 must divide d_model=32"),
-        (dict(attention="damcha", metric_rank=33), "metric_rank=33 must be in 1..d_model=32"),
+        (dict(attention="damcha", metric_rank=33), "metric_rank=33 must be an integer in 1..d_model=32"),
         (dict(attention="damcha", sharing="group:5"), r"sharing='group:5' is not allowed.*num_layers=4"),
         (dict(attention="damcha", sharing="group:0"), r"sharing='group:0' is not allowed"),
         (dict(attention="damcha", sharing="block"), r"sharing='block' is not allowed"),

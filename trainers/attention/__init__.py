@@ -1,5 +1,7 @@
 """Attention variants, selected by name through one forward signature.
 
+Each variant class names its knobs' dataclass as ``Knobs`` (``DAMCHAKnobs``,
+``MHAKnobs``): the model config, the search space and the builders derive from it.
 Every variant is called as ``attn(x, padding_mask=None)`` with ``x: (B, T, D)`` and
 ``padding_mask: (B, T)`` bool (True = real token) and returns ``(B, T, D)``. Each runs
 through the fused SDPA kernel; ``reference_attention`` is the explicit oracle, and
@@ -12,11 +14,11 @@ from typing import Any
 
 from torch import nn
 
-from trainers.attention.damcha import DAMCHA, DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES, validate_damcha_knobs
+from trainers.attention.damcha import DAMCHA, DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES, DAMCHAKnobs, parse_sharing
 from trainers.attention.metric import Metric, MetricGenerator, sequence_context
-from trainers.attention.mha import MultiHeadAttention
+from trainers.attention.mha import MHAKnobs, MultiHeadAttention
 from trainers.attention.reference import ExplicitDAMCHA, reference_attention
-from trainers.registry import lookup
+from naming import lookup
 
 ATTENTION: dict[str, type[nn.Module]] = {
     "mha": MultiHeadAttention,
@@ -46,15 +48,17 @@ def build_attention(name: str, d_model: int, num_heads: int, **knobs: Any) -> nn
 __all__ = [
     "ATTENTION",
     "DAMCHA",
+    "DAMCHAKnobs",
     "DEFAULT_METRIC_CHUNK",
     "METRIC_FORMS",
     "ExplicitDAMCHA",
     "METRIC_MODES",
+    "MHAKnobs",
     "Metric",
     "MetricGenerator",
     "MultiHeadAttention",
     "build_attention",
     "reference_attention",
     "sequence_context",
-    "validate_damcha_knobs",
+    "parse_sharing",
 ]

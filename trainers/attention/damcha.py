@@ -8,13 +8,14 @@ the mixed keys are computed once in O(T·D·r) and the unchanged fused SDPA kern
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import ClassVar, Literal
 
 from torch import Tensor, nn
 
 from trainers.attention.metric import Metric, MetricGenerator, Rank, sequence_context
-from trainers.attention.sdpa import fused_attention, merge_heads, split_heads
+from trainers.attention.sdpa import check_heads, fused_attention, merge_heads, split_heads
+from trainers.knobs import knob, knob_fields, spec_of
 
 MetricForm = Literal["bilinear", "mahalanobis"]
 MetricMode = Literal["cross", "rowsum"]
@@ -26,47 +27,89 @@ METRIC_MODES: tuple[str, ...] = ("cross", "rowsum")
 DEFAULT_METRIC_CHUNK = 64
 
 
-def validate_damcha_knobs(
-    *,
-    d_model: int,
-    num_heads: int,
-    metric_rank: Rank,
-    metric_form: str,
-    metric_mode: str,
-    generator_depth: int,
-    generator_width: int,
-    metric_chunk: int = 1,
-) -> None:
-    """Check DAMCHA's knobs together.
+SHARINGS: tuple[str, ...] = ("layer", "group:2", "group:3", "group:4", "stack")
+
+
+def parse_sharing(sharing: str, num_layers: int) -> int:
+    """Layers per generator for a sharing granularity.
+
+    Args:
+        sharing: ``"layer"``, ``"group:K"`` or ``"stack"``.
+        num_layers: Layers in the stack.
+
+    Returns:
+        K: consecutive layers that share one generator (1 for ``layer``, all for ``stack``).
 
     Raises:
-        ValueError: naming the knob, its value and what is allowed.
+        ValueError: an unknown granularity, or K outside 1..num_layers.
     """
-    if num_heads < 1 or d_model % num_heads:
-        divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
-        raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}; allowed: {divisors}")
-    if metric_rank != "full" and (isinstance(metric_rank, bool) or not isinstance(metric_rank, int)):
-        raise ValueError(f"metric_rank={metric_rank!r} must be an integer in 1..d_model={d_model} or 'full'")
-    if metric_rank != "full" and not 1 <= metric_rank <= d_model:
-        raise ValueError(
-            f"metric_rank={metric_rank} must be in 1..d_model={d_model} or 'full' "
-            "(rank 0 is multi-head attention: use attention='mha')"
-        )
-    if metric_form not in METRIC_FORMS:
-        raise ValueError(f"metric_form={metric_form!r} is not allowed; allowed: {', '.join(METRIC_FORMS)}")
-    if metric_mode not in METRIC_MODES:
-        raise ValueError(f"metric_mode={metric_mode!r} is not allowed; allowed: {', '.join(METRIC_MODES)}")
-    if metric_mode == "rowsum" and metric_form != "bilinear":
-        raise ValueError(
-            f"metric_form={metric_form!r} is not allowed with metric_mode='rowsum' "
-            "(the authors' reference mode has no Mahalanobis form); allowed: bilinear"
-        )
-    if generator_depth < 0:
-        raise ValueError(f"generator_depth={generator_depth} must be >= 0 (0 = static metric)")
-    if generator_width < 1:
-        raise ValueError(f"generator_width={generator_width} must be >= 1")
-    if isinstance(metric_chunk, bool) or not isinstance(metric_chunk, int) or metric_chunk < 1:
-        raise ValueError(f"metric_chunk={metric_chunk!r} must be an integer >= 1 (1 = one metric per position)")
+    if sharing == "layer":
+        return 1
+    if sharing == "stack":
+        return num_layers
+    prefix, _, size = str(sharing).partition(":")
+    if prefix == "group" and size.isdigit() and 1 <= int(size) <= num_layers:
+        return int(size)
+    raise ValueError(
+        f"sharing={sharing!r} is not allowed; allowed: 'layer', 'stack' or 'group:K' with 1 <= K <= num_layers={num_layers}"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DAMCHAKnobs:
+    """DAMCHA's knobs, declared once: the layer's keyword arguments and the model's ``sharing``.
+
+    Every knob's domain here is the widest a study may search; ``check`` says which values
+    train. See ``DAMCHA`` for what each does.
+    """
+
+    metric_rank: Rank = knob(16, choices=(1, 2, 4, 8, 16, 32, 64, "full"), help="rank r of the generated metric (U V^T)")
+    metric_form: MetricForm = knob("bilinear", choices=METRIC_FORMS, help="how the metric enters the scores")
+    metric_mode: MetricMode = knob("cross", choices=METRIC_MODES, help="cross-head metric or the authors' rowsum mode")
+    generator_depth: int = knob(1, choices=(0, 1, 2, 3), help="hidden layers of the metric generator (0 = static metric)")
+    generator_width: int = knob(64, choices=(16, 32, 64, 128, 256), help="hidden width of the metric generator")
+    metric_chunk: int = knob(DEFAULT_METRIC_CHUNK, choices=(1, 16, 64, 256),
+                             help="causal models: positions per generated metric (1 = one per position)")  # fmt: skip
+    sharing: str = knob("layer", choices=SHARINGS, help="consecutive layers sharing one generator", layer_argument=False)
+
+    def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
+        """Check the knobs together and against the model's shape.
+
+        Args:
+            d_model: Model width.
+            num_heads: Head count.
+            num_layers: Layers in the stack (None: a lone layer; ``sharing`` is not checked).
+
+        Raises:
+            ValueError: naming the knob, its value and what is allowed.
+        """
+        check_heads(d_model, num_heads)
+        rank = self.metric_rank
+        if rank != "full" and (isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= d_model):
+            raise ValueError(
+                f"metric_rank={rank!r} must be an integer in 1..d_model={d_model} or 'full' "
+                "(rank 0 is multi-head attention: use attention='mha')"
+            )
+        if self.metric_form not in METRIC_FORMS:
+            raise ValueError(f"metric_form={self.metric_form!r} is not allowed; allowed: {', '.join(METRIC_FORMS)}")
+        if self.metric_mode not in METRIC_MODES:
+            raise ValueError(f"metric_mode={self.metric_mode!r} is not allowed; allowed: {', '.join(METRIC_MODES)}")
+        if self.metric_mode == "rowsum" and self.metric_form != "bilinear":
+            raise ValueError(
+                f"metric_form={self.metric_form!r} is not allowed with metric_mode='rowsum' "
+                "(the authors' reference mode has no Mahalanobis form); allowed: bilinear"
+            )
+        for name, low, meaning in (("generator_depth", 0, "0 = static metric"), ("generator_width", 1, "its hidden width"),
+                                   ("metric_chunk", 1, "1 = one metric per position")):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}={value!r} must be an integer >= {low} ({meaning})")
+        if num_layers is not None:
+            parse_sharing(self.sharing, num_layers)
+
+    def layer_arguments(self) -> dict[str, object]:
+        """The knobs the ``DAMCHA`` constructor takes, by name."""
+        return {f.name: getattr(self, f.name) for f in knob_fields(self) if spec_of(f).layer_argument}
 
 
 class DAMCHA(nn.Module):
@@ -96,8 +139,10 @@ class DAMCHA(nn.Module):
             (a model sharing one generator across layers passes it).
 
     Raises:
-        ValueError: an invalid knob (see ``validate_damcha_knobs``).
+        ValueError: an invalid knob (see ``DAMCHAKnobs.check``).
     """
+
+    Knobs: ClassVar[type[DAMCHAKnobs]] = DAMCHAKnobs
 
     def __init__(
         self,
@@ -115,26 +160,14 @@ class DAMCHA(nn.Module):
         own_generator: bool = True,
     ) -> None:
         super().__init__()
-        validate_damcha_knobs(
-            d_model=d_model,
-            num_heads=num_heads,
-            metric_rank=metric_rank,
-            metric_form=metric_form,
-            metric_mode=metric_mode,
-            generator_depth=generator_depth,
-            generator_width=generator_width,
-            metric_chunk=metric_chunk,
-        )
+        self.knobs = DAMCHAKnobs(metric_rank=metric_rank, metric_form=metric_form, metric_mode=metric_mode,
+                                 generator_depth=generator_depth, generator_width=generator_width,
+                                 metric_chunk=metric_chunk)  # fmt: skip
+        self.knobs.check(d_model=d_model, num_heads=num_heads)
         self.d_model = d_model
         self.num_heads = num_heads
-        self.metric_rank = metric_rank
-        self.metric_form = metric_form
-        self.metric_mode = metric_mode
-        self.generator_depth = generator_depth
-        self.generator_width = generator_width
         self.causal = causal
         self.dropout = dropout
-        self.metric_chunk = metric_chunk
         if metric_mode == "cross":
             self.qkv_proj = nn.Linear(d_model, 3 * d_model)
         else:
@@ -172,7 +205,7 @@ class DAMCHA(nn.Module):
         """
         if self.generator is None:
             raise RuntimeError("this DAMCHA layer has no generator: pass the shared metric to forward()")
-        chunk = self.metric_chunk if self.causal and self.generator_depth > 0 else None
+        chunk = self.knobs.metric_chunk if self.causal and self.knobs.generator_depth > 0 else None
         metric = self.generator(sequence_context(x, padding_mask, chunk=chunk), dense=dense)
         return replace(metric, chunk=chunk)
 
@@ -186,11 +219,11 @@ class DAMCHA(nn.Module):
         Returns:
             q, k, v, each (B, H, T, d).
         """
-        if self.metric_mode == "rowsum":
+        if self.knobs.metric_mode == "rowsum":
             q = metric.row_sum_queries(x, self.num_heads).transpose(1, 2)  # (B, H, T, d)
             return q, split_heads(x, self.num_heads), split_heads(self.v_proj(x), self.num_heads)
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # (B, T, D) each
-        if self.metric_form == "bilinear":
+        if self.knobs.metric_form == "bilinear":
             k = metric.times_identity_plus(k, transposed=True)  # K̃ = K Mᵀ
         else:
             q = metric.times_identity_plus(q, transposed=False)  # Q̃ = Q L

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from torch import Tensor, nn
 
-from trainers.attention.sdpa import fused_attention, merge_heads, split_heads
+from trainers.attention.sdpa import check_heads, fused_attention, merge_heads, split_heads
+
+
+@dataclass(frozen=True, kw_only=True)
+class MHAKnobs:
+    """Multi-head attention's own knobs: none (width and heads are every family's)."""
+
+    def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
+        """Check the knobs against the model's shape.
+
+        Raises:
+            ValueError: ``num_heads`` does not divide ``d_model``.
+        """
+        check_heads(d_model, num_heads)
 
 
 class MultiHeadAttention(nn.Module):
@@ -17,10 +33,11 @@ class MultiHeadAttention(nn.Module):
         dropout: Attention dropout probability (training only).
     """
 
+    Knobs: ClassVar[type[MHAKnobs]] = MHAKnobs
+
     def __init__(self, d_model: int, num_heads: int, *, causal: bool = False, dropout: float = 0.0) -> None:
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}")
+        MHAKnobs().check(d_model=d_model, num_heads=num_heads)
         self.d_model = d_model
         self.num_heads = num_heads
         self.causal = causal

@@ -29,7 +29,7 @@ def _damcha_scores(attn: DAMCHA, x: Tensor, metric: Metric) -> tuple[Tensor, Ten
     heads, d = attn.num_heads, attn.d_model // attn.num_heads
     metric = metric.at_positions(x.shape[1])  # a chunked metric, spelled out per position
     per_position = metric.chunk is not None
-    if attn.metric_mode == "rowsum":
+    if attn.knobs.metric_mode == "rowsum":
         if metric.row_sums is not None:
             row_sums = metric.row_sums  # (B, [T,] H, d, d)
         else:
@@ -43,7 +43,7 @@ def _damcha_scores(attn: DAMCHA, x: Tensor, metric: Metric) -> tuple[Tensor, Ten
         return torch.einsum("bthj,bshj->bhts", queries, xh), v
     q, k, v = attn.qkv_proj(x).chunk(3, dim=-1)
     qh, kh = _heads(q, heads), _heads(k, heads)
-    if attn.metric_form == "bilinear":
+    if attn.knobs.metric_form == "bilinear":
         m = metric.matrix(plus_identity=True)  # (B, [S,] D, D), keyed by key position s
         blocks = m.view(*m.shape[:-2], heads, d, heads, d)  # M_hj blocks
         # score_h(t, s) = q_h(t)ᵀ Σ_j M_hj k_j(s), the mixed keys first (each from its own matrix)

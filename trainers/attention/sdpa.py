@@ -12,6 +12,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+def check_heads(d_model: int, num_heads: int) -> None:
+    """Check that ``num_heads`` splits ``d_model`` into equal heads.
+
+    Raises:
+        ValueError: naming both and the head counts that would divide ``d_model``.
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_model % num_heads:
+        divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+        raise ValueError(f"num_heads={num_heads!r} must divide d_model={d_model}; allowed: {divisors}")
+
+
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """(B, T, D) -> (B, H, T, D/H)."""
     batch, length, width = x.shape

@@ -1,9 +1,13 @@
 """Study store -> pandas: one row per trial, and the Pareto set against MHA baselines.
 
-Pure data preparation: no plotting here (plots are thin builders over these frames).
+Pure data preparation, shared by the end-of-run summary, seed-repeat planning and the
+reports: no plotting here (plots are thin builders over these frames).
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -16,14 +20,28 @@ ATTRIBUTE_COLUMNS = (
 )  # fmt: skip
 
 
+KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
+
+
+def configuration_key(params: dict[str, Any]) -> str:
+    """One string per configuration: trials with the same knobs (seed repeats) share it."""
+    return json.dumps({name: value for name, value in sorted(params.items()) if value is not None}, default=str)
+
+
+def knob_columns(frame: pd.DataFrame) -> list[str]:
+    """The frame's knob columns (its trials' Optuna params), in the study's search order."""
+    return list(frame.attrs.get(KNOBS_ATTRIBUTE, []))
+
+
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per finished or running trial.
 
-    Columns: ``number``, ``state``, every knob (Optuna params), the attributes in
-    ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value of a complete trial,
-    the last reported value of a pruned one (``state`` tells which).
+    Columns: ``number``, ``state``, every knob (Optuna params; ``knob_columns`` names
+    them), the attributes in ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value
+    of a complete trial, the last reported value of a pruned one (``state`` tells which).
     """
-    rows, knobs = [], {}
+    # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
+    rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
     for trial in study.get_trials(deepcopy=False):
         knobs.update(dict.fromkeys(trial.params))
         row = {"number": trial.number, "state": trial.state.name, **trial.params}
@@ -38,8 +56,10 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         if name not in frame.columns:
             frame[name] = pd.Series(dtype=float if name == ACCURACY else object)
     frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
+    knobs = [name for name in knobs if any(name in row for row in rows)]
     for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None
         frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
+    frame.attrs[KNOBS_ATTRIBUTE] = knobs
     return frame
 
 
