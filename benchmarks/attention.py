@@ -47,6 +47,7 @@ def variants(d_model: int, heads: int, width: int, *, causal: bool) -> list[Vari
     Causal: the layer defaults (one metric per ``DEFAULT_METRIC_CHUNK`` positions) beside
     one metric per position (``metric_chunk=1``).
     """
+
     def damcha(**knobs) -> DAMCHA:
         defaults = {"metric_rank": 16, "generator_depth": 2, "causal": causal}
         return DAMCHA(d_model, heads, generator_width=width, **(defaults | knobs))
@@ -57,8 +58,11 @@ def variants(d_model: int, heads: int, width: int, *, causal: bool) -> list[Vari
         rows.append(Variant("damcha r16 g2 mahalanobis", damcha(metric_form="mahalanobis")))
         rows.append(Variant("damcha r16 g2 rowsum", damcha(metric_mode="rowsum")))
         rows.append(Variant("damcha full g2 rowsum", damcha(metric_mode="rowsum", metric_rank="full")))
-        for name, knobs in (("damcha r16 g2", {}), ("damcha r16 g2 rowsum", {"metric_mode": "rowsum"}),
-                            ("damcha full g2 rowsum", {"metric_mode": "rowsum", "metric_rank": "full"})):  # fmt: skip
+        for name, knobs in (
+            ("damcha r16 g2", {}),
+            ("damcha r16 g2 rowsum", {"metric_mode": "rowsum"}),
+            ("damcha full g2 rowsum", {"metric_mode": "rowsum", "metric_rank": "full"}),
+        ):
             rows.append(Variant(f"{name} chunk 1", damcha(metric_chunk=1, **knobs)))
     else:
         for rank in (4, 16, 64):
@@ -98,15 +102,15 @@ def causal_targets(length: int, seconds: dict[str, float], memory: dict[str, int
 def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, tokens: int, reps: int, causal: bool) -> None:
     """Print one table per sequence length (and, causal, how the targets came out)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    )
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     rows = variants(d_model, heads, width, causal=causal)
     for row in rows:
         row.layer.to(device)
-    print(f"device: {device_name(device)}; D={d_model}, H={heads}, generator width {width}, "
-          f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}, {'causal' if causal else 'bidirectional'}; "
-          f"median of {reps} fwd+bwd steps")
+    print(
+        f"device: {device_name(device)}; D={d_model}, H={heads}, generator width {width}, "
+        f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}, {'causal' if causal else 'bidirectional'}; "
+        f"median of {reps} fwd+bwd steps"
+    )
     for length in lengths:
         batch = max(1, tokens // length)
         x = torch.randn(batch, length, d_model, device=device, requires_grad=True)
@@ -146,7 +150,9 @@ def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, token
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096], help="sequence lengths (default: 256 1024 4096)")
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[256, 1024, 4096], help="sequence lengths (default: 256 1024 4096)"
+    )
     parser.add_argument("--d-model", type=int, default=256, help="model width D (default: 256)")
     parser.add_argument("--heads", type=int, default=8, help="head count H (default: 8)")
     parser.add_argument("--generator-width", type=int, default=64, help="DAMCHA generator width (default: 64)")
@@ -158,8 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    benchmark(args.lengths, d_model=args.d_model, heads=args.heads, width=args.generator_width, tokens=args.tokens, reps=args.reps,
-              causal=args.causal)
+    benchmark(
+        args.lengths,
+        d_model=args.d_model,
+        heads=args.heads,
+        width=args.generator_width,
+        tokens=args.tokens,
+        reps=args.reps,
+        causal=args.causal,
+    )
 
 
 if __name__ == "__main__":

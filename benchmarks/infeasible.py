@@ -1,11 +1,12 @@
 """Does a sampler learn to avoid a region whose trials cannot train? Told (this product) against not told.
 
 A synthetic search, so that hundreds of trials take seconds: a learning rate from 8
-choices and a width from 1..8; the 3 largest learning rates diverge (the trial is FAIL,
-marked ``infeasible`` as the ledger marks a NaN loss), the others score by their
-distance from 1e-3. The table gives, per sampler, the share of the second half's
-proposals that fall in the diverging region (3/8 = 0.375 if the sampler learned nothing),
-for each seed, with ``studies.sampler.InfeasibleAwareSampler`` and without it.
+choices and a width from 1..8; the 3 largest learning rates diverge, the others score
+by their distance from 1e-3. A diverged trial is told as the ledger tells a NaN loss
+(``studies.sampler.tell_infeasible``: COMPLETE with its constraint violated), or, not
+told, left FAIL. The table gives, per sampler, the share of the second half's proposals
+that fall in the diverging region (3/8 = 0.375 if the sampler learned nothing), for
+each seed, told and not told.
 
     python -m benchmarks.infeasible                      # 80 trials, seeds 0..4
     python -m benchmarks.infeasible --trials 40 --seeds 2
@@ -20,7 +21,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
-from studies.sampler import INFEASIBLE_ATTRIBUTE, InfeasibleAwareSampler
+from studies.sampler import tell_infeasible
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 1e2, 1e3, 1e4)
 DIVERGING_SHARE = sum(rate > 1 for rate in LEARNING_RATES) / len(LEARNING_RATES)
@@ -31,8 +32,10 @@ SAMPLERS: dict[str, tuple[int, Callable[[int], optuna.samplers.BaseSampler]]] = 
 }
 
 
-def diverging_share(sampler: optuna.samplers.BaseSampler, objectives: int, trials: int, storage: object = None) -> tuple[optuna.Study, float]:
-    """Ask and tell ``trials`` synthetic trials.
+def diverging_share(
+    sampler: optuna.samplers.BaseSampler, objectives: int, trials: int, *, told: bool = True, storage: object = None
+) -> tuple[optuna.Study, float]:
+    """Ask and tell ``trials`` synthetic trials; diverged ones are told as infeasible when ``told``, else FAIL.
 
     Returns:
         The study, and the share of the second half's proposals in the diverging region.
@@ -45,8 +48,10 @@ def diverging_share(sampler: optuna.samplers.BaseSampler, objectives: int, trial
         learning_rate = trial.suggest_categorical("learning_rate", LEARNING_RATES)
         width = trial.suggest_int("width", 1, 8)
         if learning_rate > 1:
-            trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "diverged")
-            study.tell(trial, state=TrialState.FAIL)
+            if told:
+                tell_infeasible(study, trial, "diverged")
+            else:
+                study.tell(trial, state=TrialState.FAIL)
             late_diverged += number >= trials // 2
         else:
             accuracy = 1 - abs(math.log10(learning_rate) + 3) / 3 + 0.01 * width
@@ -63,9 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'sampler':<24}{'told':>6}  {'per seed':<36}{'mean':>6}")
     for name, (objectives, make) in SAMPLERS.items():
         for told in (False, True):
-            shares = [diverging_share(InfeasibleAwareSampler(make(seed)) if told else make(seed), objectives, args.trials)[1]
-                      for seed in range(args.seeds)]  # fmt: skip
-            print(f"{name:<24}{'yes' if told else 'no':>6}  {' '.join(f'{s:.3f}' for s in shares):<36}{sum(shares) / len(shares):>6.3f}")
+            shares = [diverging_share(make(seed), objectives, args.trials, told=told)[1] for seed in range(args.seeds)]
+            print(
+                f"{name:<24}{'yes' if told else 'no':>6}  "
+                f"{' '.join(f'{s:.3f}' for s in shares):<36}{sum(shares) / len(shares):>6.3f}"
+            )
 
 
 if __name__ == "__main__":

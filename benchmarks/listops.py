@@ -1,7 +1,7 @@
 """Time generating LRA-size ListOps on one core, then a cached reload.
 
-    python -m benchmarks.listops                 # 100,000 examples, lengths 500-2000
-    python -m benchmarks.listops --train-size 9600 --val-size 200 --test-size 200
+python -m benchmarks.listops                 # 100,000 examples, lengths 500-2000
+python -m benchmarks.listops --train-size 9600 --val-size 200 --test-size 200
 """
 
 from __future__ import annotations

@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 
         os.chdir(root)
         start = time.perf_counter()
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+        ray.init(
+            address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
+        )
         ray_start = time.perf_counter() - start
         start = time.perf_counter()
         outcome = run_study(study, RunOptions(storage=f"sqlite:///{root / 'store.db'}", cache_dir=cache), out=io.StringIO())
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"one trial, {args.steps} steps, quick preset MHA baseline (d_model=64, 4 heads), 1 thread")
     print(f"direct train():                   {direct:7.1f} s")
     print(f"run_study, Ray up (Tune+Optuna):  {orchestrated:7.1f} s   trials complete: {outcome.counts['COMPLETE']}")
-    print(f"per-trial overhead:               {orchestrated - direct:7.1f} s = {(orchestrated / direct - 1) * 100:+.1f}% of the direct run")
+    overhead = orchestrated - direct
+    print(f"per-trial overhead:               {overhead:7.1f} s = {(orchestrated / direct - 1) * 100:+.1f}% of the direct run")
     print(f"starting local Ray (once a run):  {ray_start:7.1f} s = {ray_start / direct * 100:.1f}% of one trial")
 
 

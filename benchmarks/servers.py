@@ -37,8 +37,17 @@ def throwaway_postgres(bin_dir: Path) -> Iterator[str]:
 
     as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust")
     # The server's output goes to a log file: a server holding our pipes would keep run() waiting.
-    as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-l", str(data / "server.log"),
-                "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c max_connections=200", "-w", "start")  # fmt: skip
+    as_postgres(
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data / "db"),
+        "-l",
+        str(data / "server.log"),
+        "-o",
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c max_connections=200",
+        "-w",
+        "start",
+    )
     try:
         as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/optuna"

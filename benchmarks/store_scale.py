@@ -66,10 +66,13 @@ def measure(url: str, workers: int, seconds: float) -> dict:
     stuck = sum(t.state == TrialState.RUNNING for t in trials)
     unique = len({t.number for t in trials}) == len(trials)
     return {
-        "workers": workers, "trials/s": told / elapsed, "errors": sum(o[1] for o in outcomes),
-        "consistent": complete == told and stuck == 0 and unique, "stuck RUNNING": stuck,
+        "workers": workers,
+        "trials/s": told / elapsed,
+        "errors": sum(o[1] for o in outcomes),
+        "consistent": complete == told and stuck == 0 and unique,
+        "stuck RUNNING": stuck,
         "first error": next((o[2] for o in outcomes if o[2]), ""),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,8 +97,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{kind} N={workers} done ({masked_url(url)})", flush=True)
     print(f"{'store':<11} {'N':>3} {'trials/s':>9} {'errors':>7} {'stuck':>6} {'consistent':>10}  first error")
     for row in rows:
-        print(f"{row['store']:<11} {row['workers']:>3} {row['trials/s']:>9.1f} {row['errors']:>7} {row['stuck RUNNING']:>6} "
-              f"{str(row['consistent']):>10}  {row['first error']}")  # fmt: skip
+        print(
+            f"{row['store']:<11} {row['workers']:>3} {row['trials/s']:>9.1f} {row['errors']:>7} {row['stuck RUNNING']:>6} "
+            f"{str(row['consistent']):>10}  {row['first error']}"
+        )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,12 @@ VARIANTS: dict[str, dict] = {
     "damcha r32 g2 stack": {"metric_rank": 32, "generator_depth": 2, "sharing": "stack"},
     "damcha r16 g2 group:2": {"metric_rank": 16, "generator_depth": 2, "sharing": "group:2"},
     "damcha r16 g2 layer": {"metric_rank": 16, "generator_depth": 2, "sharing": "layer"},
-    "damcha r16 g2 stack mahalanobis": {"metric_rank": 16, "generator_depth": 2, "sharing": "stack", "metric_form": "mahalanobis"},
+    "damcha r16 g2 stack mahalanobis": {
+        "metric_rank": 16,
+        "generator_depth": 2,
+        "sharing": "stack",
+        "metric_form": "mahalanobis",
+    },
     "damcha r16 g2 stack rowsum": {"metric_rank": 16, "generator_depth": 2, "sharing": "stack", "metric_mode": "rowsum"},
     "explicit damcha r16 g2 stack": {"attention": "damcha_explicit", "metric_rank": 16, "generator_depth": 2, "sharing": "stack"},
 }
@@ -51,8 +56,14 @@ CAUSAL_VARIANTS: dict[str, dict] = {
     "damcha r16 g2 stack chunk 1": {"metric_rank": 16, "generator_depth": 2, "sharing": "stack", "metric_chunk": 1},
     "damcha full g2 stack rowsum": {"metric_rank": "full", "generator_depth": 2, "sharing": "stack", "metric_mode": "rowsum"},
 }
-TARGET_VARIANTS = [name for name, knobs in VARIANTS.items() if knobs.get("sharing") == "stack" and name.startswith("damcha")
-                   and knobs.get("metric_mode") is None and knobs.get("metric_form") is None]  # fmt: skip
+TARGET_VARIANTS = [
+    name
+    for name, knobs in VARIANTS.items()
+    if knobs.get("sharing") == "stack"
+    and name.startswith("damcha")
+    and knobs.get("metric_mode") is None
+    and knobs.get("metric_form") is None
+]
 
 
 @dataclass
@@ -78,8 +89,15 @@ def _explicit_bytes(batch: int, heads: int, length: int, layers: int, element: i
     return 3 * batch * heads * (length + 1) ** 2 * element * layers
 
 
-def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, tokens: torch.Tensor, labels: torch.Tensor,
-          device: torch.device, precision: str, mask: torch.Tensor | None = None) -> Callable[[], None]:  # fmt: skip
+def _step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    device: torch.device,
+    precision: str,
+    mask: torch.Tensor | None = None,
+) -> Callable[[], None]:
     def run() -> None:
         with autocast(device, precision):
             logits = model(tokens, mask)  # (B, C) or, decoder, (B, T, V); no mask: SDPA may pick FlashAttention
@@ -104,9 +122,17 @@ def variants(causal: bool) -> dict[str, dict]:
 def measure_length(length: int, args: argparse.Namespace, device: torch.device) -> list[Row]:
     """Build, check and time every variant at one sequence length."""
     batch = max(1, args.tokens // length)
-    base = {"vocab_size": 258, "num_classes": 10, "max_length": length, "d_model": args.d_model, "num_heads": args.heads,
-            "num_layers": args.layers, "mlp_width": 4 * args.d_model, "pooling": "mean",
-            "architecture": "decoder" if args.causal else "encoder"}  # fmt: skip
+    base = {
+        "vocab_size": 258,
+        "num_classes": 10,
+        "max_length": length,
+        "d_model": args.d_model,
+        "num_heads": args.heads,
+        "num_layers": args.layers,
+        "mlp_width": 4 * args.d_model,
+        "pooling": "mean",
+        "architecture": "decoder" if args.causal else "encoder",
+    }
     tokens = torch.randint(2, 258, (batch, length), device=device)
     labels = torch.randint(0, 10, (batch,), device=device)
     padded = torch.ones(batch, length, dtype=torch.bool, device=device)  # (B, T): the last example a quarter shorter
@@ -117,7 +143,10 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
         row = Row(length, name)
         rows.append(row)
         config = ModelConfig(**(base | {"attention": "damcha"} | knobs))
-        if config.attention == "damcha_explicit" and _explicit_bytes(batch, args.heads, length, args.layers, element) > args.explicit_limit_gb * 2**30:
+        if (
+            config.attention == "damcha_explicit"
+            and _explicit_bytes(batch, args.heads, length, args.layers, element) > args.explicit_limit_gb * 2**30
+        ):
             row.status = f"skipped: explicit scores need > {args.explicit_limit_gb:g} GiB"
             continue
         try:
@@ -126,13 +155,19 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
             model = compiled(eager) if args.compile else eager
             optimizer = adamw(eager, TrainConfig(), device)
             step = _step(model, optimizer, tokens, labels, device, args.precision)
-            kernels = attention_kernels(_step(eager, None, tokens, labels, device, args.precision, padded))  # the call training makes
+            kernels = attention_kernels(
+                _step(eager, None, tokens, labels, device, args.precision, padded)
+            )  # the call training makes
             eager.zero_grad(set_to_none=True)
             row.kernels = ",".join(sorted(kernels))
             if config.attention != "damcha_explicit" and any(kernel.startswith("attention_math") for kernel in kernels):
                 row.status = f"FALLBACK to the unfused kernel: {row.kernels}"
             step()  # warm-up: optimizer state, kernel selection, compilation
-            measured = step if device.type == "cuda" or not args.compile else _step(eager, optimizer, tokens, labels, device, args.precision)
+            measured = (
+                step
+                if device.type == "cuda" or not args.compile
+                else _step(eager, optimizer, tokens, labels, device, args.precision)
+            )
             with peak_memory(device) as memory:
                 measured()
             row.peak_bytes = memory["bytes"]
@@ -164,13 +199,16 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
 def table(rows: list[Row]) -> str:
     """The short table: one line per variant and length, ratios to MHA at the same length."""
     mha = {row.length: row for row in rows if row.variant == "mha"}
-    lines = [f"{'T':>6}  {'variant':<32} {'ms/step':>9} {'×MHA':>6} {'tokens/s':>10} {'peak MiB':>9} {'×MHA':>6} {'MFU':>6}  status"]
+    lines = [
+        f"{'T':>6}  {'variant':<32} {'ms/step':>9} {'×MHA':>6} {'tokens/s':>10} {'peak MiB':>9} {'×MHA':>6} {'MFU':>6}  status"
+    ]
     for row in rows:
         base = mha[row.length]
         mfu = "-" if row.mfu != row.mfu else f"{100 * row.mfu:.1f}%"
         lines.append(
             f"{row.length:>6}  {row.variant:<32} {1000 * row.seconds:>9.1f} {row.seconds / base.seconds:>6.2f} "
-            f"{row.tokens_per_s:>10.0f} {row.peak_bytes / 2**20:>9.1f} {row.peak_bytes / base.peak_bytes:>6.2f} {mfu:>6}  {row.status}"
+            f"{row.tokens_per_s:>10.0f} {row.peak_bytes / 2**20:>9.1f} {row.peak_bytes / base.peak_bytes:>6.2f} "
+            f"{mfu:>6}  {row.status}"
         )
     return "\n".join(lines)
 
@@ -183,19 +221,29 @@ def targets(rows: list[Row]) -> str:
     if damcha:
         time_ratio = max(row.seconds / mha[row.length].seconds for row in damcha)
         memory_ratio = max(row.peak_bytes / mha[row.length].peak_bytes for row in damcha)
-        lines.append(f"DAMCHA (rank <= 32, stack sharing): worst step time {time_ratio:.2f}x MHA, worst peak memory {memory_ratio:.2f}x MHA")
+        lines.append(
+            f"DAMCHA (rank <= 32, stack sharing): worst step time {time_ratio:.2f}x MHA, "
+            f"worst peak memory {memory_ratio:.2f}x MHA"
+        )
     for name in ("damcha r16 g2 stack rowsum", *CAUSAL_VARIANTS):
-        ratios = [(row.seconds / mha[row.length].seconds, row.peak_bytes / mha[row.length].peak_bytes)
-                  for row in rows if row.variant == name and row.status == "ok"]  # fmt: skip
+        ratios = [
+            (row.seconds / mha[row.length].seconds, row.peak_bytes / mha[row.length].peak_bytes)
+            for row in rows
+            if row.variant == name and row.status == "ok"
+        ]
         if ratios:
-            lines.append(f"{name}: worst step time {max(r[0] for r in ratios):.2f}x MHA, "
-                         f"worst peak memory {max(r[1] for r in ratios):.2f}x MHA")  # fmt: skip
+            lines.append(
+                f"{name}: worst step time {max(r[0] for r in ratios):.2f}x MHA, "
+                f"worst peak memory {max(r[1] for r in ratios):.2f}x MHA"
+            )
     by_length = {(row.length, row.variant): row for row in rows}
     for length in sorted(mha):
         explicit, fused = by_length.get((length, "explicit damcha r16 g2 stack")), by_length.get((length, "damcha r16 g2 stack"))
         if explicit and fused and explicit.status == "ok" and fused.status == "ok":
-            lines.append(f"T={length}: explicit-score DAMCHA {explicit.seconds / fused.seconds:.1f}x the fused step time, "
-                         f"{explicit.peak_bytes / fused.peak_bytes:.1f}x its memory")  # fmt: skip
+            lines.append(
+                f"T={length}: explicit-score DAMCHA {explicit.seconds / fused.seconds:.1f}x the fused step time, "
+                f"{explicit.peak_bytes / fused.peak_bytes:.1f}x its memory"
+            )
         elif explicit and explicit.status != "ok":
             lines.append(f"T={length}: explicit-score DAMCHA {explicit.status}")
     return "\n".join(lines)
@@ -218,9 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
     args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
-    print(f"{device_name(device)}, {args.precision}, {'DecoderLM' if args.causal else 'EncoderClassifier'}, "
-          f"D={args.d_model}, H={args.heads}, {args.layers} layers, "
-          f"{args.tokens} tokens per step, compile={args.compile}", flush=True)  # fmt: skip
+    print(
+        f"{device_name(device)}, {args.precision}, {'DecoderLM' if args.causal else 'EncoderClassifier'}, "
+        f"D={args.d_model}, H={args.heads}, {args.layers} layers, "
+        f"{args.tokens} tokens per step, compile={args.compile}",
+        flush=True,
+    )
     rows = []
     for length in args.lengths:
         rows += measure_length(length, args, device)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import optuna
 
+from naming import unknown_name_message
 from reports.files import REPORTS_DIR, OutputPathError, check_writable_dir, check_writable_file, report_path, write_atomically
 from reports.html import compare_html, report_html
 from reports.images import write_images
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
-from naming import unknown_name_message
 
 
 def _load(storage, storage_url: str, name: str) -> optuna.Study:
@@ -33,13 +33,25 @@ def _load(storage, storage_url: str, name: str) -> optuna.Study:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; every option shows its default."""
-    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("studies", nargs="+", metavar="STUDY", help="a study name, or 'compare' followed by several")
-    parser.add_argument("--storage", help=f"Optuna storage URL, or env:NAME (default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})")
-    parser.add_argument("-o", "--output", type=Path, help="HTML file (default: runs/reports/<study>.html, or runs/reports/compare.html)")
-    parser.add_argument("--plotlyjs", choices=("inline", "cdn"), default="inline",
-                        help="embed plotly.js (works offline, ~5 MB) or link it from the CDN (default: inline)")
-    parser.add_argument("--png", type=Path, metavar="DIR", help="also write each figure as PNG into DIR (needs Chrome/Chromium; default: no)")
+    parser.add_argument(
+        "--storage", help=f"Optuna storage URL, or env:NAME (default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, help="HTML file (default: runs/reports/<study>.html, or runs/reports/compare.html)"
+    )
+    parser.add_argument(
+        "--plotlyjs",
+        choices=("inline", "cdn"),
+        default="inline",
+        help="embed plotly.js (works offline, ~5 MB) or link it from the CDN (default: inline)",
+    )
+    parser.add_argument(
+        "--png", type=Path, metavar="DIR", help="also write each figure as PNG into DIR (needs Chrome/Chromium; default: no)"
+    )
     return parser
 
 

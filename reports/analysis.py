@@ -13,8 +13,8 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from storage.trials import ACCURACY, FLOPS, configuration_key
 from storage import masked_url
+from storage.trials import ACCURACY, FLOPS, configuration_key, outcome
 
 BOOTSTRAP_SAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -42,13 +42,22 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         accuracies = group[ACCURACY].astype(float).to_numpy()
         low, high = mean_interval(accuracies)
         first = group.iloc[0]
-        rows.append({
-            "config": key, "baseline": bool(first["baseline"]), **{k: first.get(k) for k in knobs},
-            "seeds": len(accuracies), "accuracies": accuracies.tolist(), "mean_accuracy": float(accuracies.mean()),
-            "ci_low": low, "ci_high": high, FLOPS: float(first[FLOPS]),
-            "parameters": first.get("parameters"), "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
-            "numbers": group["number"].tolist(),
-        })  # fmt: skip
+        rows.append(
+            {
+                "config": key,
+                "baseline": bool(first["baseline"]),
+                **{k: first.get(k) for k in knobs},
+                "seeds": len(accuracies),
+                "accuracies": accuracies.tolist(),
+                "mean_accuracy": float(accuracies.mean()),
+                "ci_low": low,
+                "ci_high": high,
+                FLOPS: float(first[FLOPS]),
+                "parameters": first.get("parameters"),
+                "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
+                "numbers": group["number"].tolist(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -66,7 +75,9 @@ def difference_interval(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> tuple
     if len(a) < 2 or len(b) < 2:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    differences = rng.choice(a, size=(BOOTSTRAP_SAMPLES, len(a))).mean(1) - rng.choice(b, size=(BOOTSTRAP_SAMPLES, len(b))).mean(1)
+    differences = rng.choice(a, size=(BOOTSTRAP_SAMPLES, len(a))).mean(1) - rng.choice(b, size=(BOOTSTRAP_SAMPLES, len(b))).mean(
+        1
+    )
     return tuple(float(q) for q in np.quantile(differences, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2]))
 
 
@@ -94,7 +105,9 @@ def headline(configs: pd.DataFrame) -> Headline:
     mha = baselines.sort_values("mean_accuracy").iloc[-1]
     cheaper = configs[~configs["baseline"] & (configs[FLOPS] <= mha[FLOPS])]
     if cheaper.empty:
-        return Headline(f"No DAMCHA configuration completed at or below the best MHA's {mha[FLOPS]:.3g} FLOPs per example.", mha=mha)
+        return Headline(
+            f"No DAMCHA configuration completed at or below the best MHA's {mha[FLOPS]:.3g} FLOPs per example.", mha=mha
+        )
     damcha = cheaper.sort_values("mean_accuracy").iloc[-1]
     gain = 100 * (damcha["mean_accuracy"] - mha["mean_accuracy"])
     low, high = difference_interval(np.array(damcha["accuracies"]), np.array(mha["accuracies"]))
@@ -104,7 +117,9 @@ def headline(configs: pd.DataFrame) -> Headline:
         f"points against the best MHA ({100 * damcha['mean_accuracy']:.1f}% vs {100 * mha['mean_accuracy']:.1f}%"
     )
     if np.isnan(low):
-        sentence += f"; {damcha['seeds']} and {mha['seeds']} seed(s), too few for a confidence interval: rerun with --repeat-seeds 3)."
+        sentence += (
+            f"; {damcha['seeds']} and {mha['seeds']} seed(s), too few for a confidence interval: rerun with --repeat-seeds 3)."
+        )
     else:
         significant = "significant" if low > 0 or high < 0 else "not significant"
         sentence += (
@@ -128,13 +143,15 @@ def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
 
 def importances(study: optuna.Study) -> dict[str, float]:
     """Knob importances for validation accuracy (Optuna's default PED-ANOVA evaluator); empty when too few trials."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
-    if len(complete) < 3:
+    results = [t for t in study.get_trials(deepcopy=False) if outcome(t) == "COMPLETE"]  # infeasible ones are no result
+    if len(results) < 3:
         return {}
+    only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input
+    only_results.add_trials(results)
     try:  # PED-ANOVA explains low target values: negate the accuracy, which the study maximises
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "few trials per regime": expected in small studies
-            return optuna.importance.get_param_importances(study, target=lambda trial: -trial.values[0])
+            return optuna.importance.get_param_importances(only_results, target=lambda trial: -trial.values[0])
     except (ValueError, RuntimeError, ZeroDivisionError):
         return {}
 

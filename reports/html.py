@@ -18,9 +18,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from reports.analysis import configurations, headline, importances, learning_curves, provenance
-from storage import masked_url
-from storage.trials import FLOPS, knob_columns, pareto_mask, trials_frame
-from reports.files import write_atomically
 from reports.figures import (
     SECONDS_PER_1K,
     compare_figure,
@@ -30,13 +27,17 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
+from reports.files import write_atomically
+from storage import masked_url
+from storage.trials import FLOPS, knob_columns, pareto_mask, trials_frame
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 .headline{font-size:1.2em;background:#f3f7fb;border-left:4px solid #1f77b4;padding:.7em 1em}
-table{border-collapse:collapse;font-size:.9em;margin:.5em 0} td,th{padding:3px 10px;border-bottom:1px solid #e5e5e5;text-align:left}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
+td,th{padding:3px 10px;border-bottom:1px solid #e5e5e5;text-align:left}
 .question{white-space:pre-line}
 """
 
@@ -67,13 +68,18 @@ def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int], kn
     rows = []
     for _, row in keep.sort_values(["baseline", FLOPS]).iterrows():
         interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
-        rows.append({
-            "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
-            **{k: str(row[k]) for k in knobs if k in row and row[k] is not None},
-            "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
-            "seeds": row["seeds"], "FLOPs/example": f"{row[FLOPS]:.3g}",
-            "parameters": row["parameters"], "examples/s": f"{row['examples_per_s']:.0f}", "trials": ", ".join(map(str, row["numbers"])),
-        })  # fmt: skip
+        rows.append(
+            {
+                "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
+                **{k: str(row[k]) for k in knobs if k in row and row[k] is not None},
+                "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
+                "seeds": row["seeds"],
+                "FLOPs/example": f"{row[FLOPS]:.3g}",
+                "parameters": row["parameters"],
+                "examples/s": f"{row['examples_per_s']:.0f}",
+                "trials": ", ".join(map(str, row["numbers"])),
+            }
+        )
     return pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="")
 
 
@@ -135,7 +141,9 @@ def _foreign(study: optuna.Study) -> bool:
     return bool(trials) and "question" not in study.user_attrs and not any("baseline" in t.user_attrs for t in trials)
 
 
-def foreign_report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+def foreign_report_html(
+    study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline"
+) -> tuple[str, dict[str, go.Figure]]:
     """The page of a study this product did not create: what it has (values, parameters,
     learning curves), and a sentence on what it lacks.
 

@@ -26,6 +26,8 @@ def write_images(figures: dict[str, go.Figure], directory: Path) -> str:
             written.append(path.name)
     except Exception as error:  # kaleido reports a missing browser with its own exception types
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return (f"no PNGs: kaleido could not render ({first_line}); install Chrome or Chromium "
-                "(Debian: apt-get install chromium) or run `plotly_get_chrome`")
+        return (
+            f"no PNGs: kaleido could not render ({first_line}); install Chrome or Chromium "
+            "(Debian: apt-get install chromium) or run `plotly_get_chrome`"
+        )
     return f"PNGs in {directory}: {', '.join(written)}"

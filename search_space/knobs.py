@@ -42,7 +42,9 @@ def _families_having(name: str) -> tuple[str, ...]:
 
 
 KNOBS: dict[str, Knob] = {
-    field.name: _knob(field, _families_having(field.name)) for config in (ModelConfig, TrainConfig) for field in knob_fields(config)
+    field.name: _knob(field, _families_having(field.name))
+    for config in (ModelConfig, TrainConfig)
+    for field in knob_fields(config)
 }
 
 

@@ -79,7 +79,10 @@ def parse_storage_url(url: str) -> URL:
             f"use one of {', '.join(SUPPORTED_DIALECTS)}, e.g. {EXAMPLES}"
         )
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-        raise StorageURLError(f"storage URL {masked_url(url)!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db (an in-memory store would be lost)")
+        raise StorageURLError(
+            f"storage URL {masked_url(url)!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db "
+            "(an in-memory store would be lost)"
+        )
     return parsed
 
 
@@ -96,8 +99,9 @@ def masked_url(url: str) -> str:
     if parsed is None or "@" in (parsed.host or ""):  # not a URL, or a password with an unencoded '@'
         return _masked_text(url)
     shown = parsed.set(query={}).render_as_string(hide_password=True)
-    parameters = [(name, value) for name, values in parsed.query.items()
-                  for value in (values if isinstance(values, tuple) else (values,))]  # fmt: skip
+    parameters = [
+        (name, value) for name, values in parsed.query.items() for value in (values if isinstance(values, tuple) else (values,))
+    ]
     if parameters:
         shown += "?" + "&".join(f"{name}={'***' if CREDENTIAL_PARAMETER.search(name) else value}" for name, value in parameters)
     return shown
@@ -140,8 +144,10 @@ def single_writer(url: str) -> Iterator[None]:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")  # noqa: SIM115 (closed below)
     except OSError as error:
-        raise StorageURLError(f"cannot create the SQLite store's lock file {path}: {error.strerror}; "
-                              "fix the folder's permissions, or pass another --storage file") from None  # fmt: skip
+        raise StorageURLError(
+            f"cannot create the SQLite store's lock file {path}: {error.strerror}; "
+            "fix the folder's permissions, or pass another --storage file"
+        ) from None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -203,8 +209,10 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
     try:
         exists = path.exists()
     except OSError as error:  # a folder on the way that this user may not enter
-        raise StorageURLError(f"cannot reach the SQLite store {path}: {error.strerror}; fix the folders' permissions, "
-                              "or pass another --storage file") from None  # fmt: skip
+        raise StorageURLError(
+            f"cannot reach the SQLite store {path}: {error.strerror}; fix the folders' permissions, "
+            "or pass another --storage file"
+        ) from None
     if not exists:
         if not writing:
             raise StorageURLError(f"there is no SQLite store at {path}: run a study first, or pass --storage")
@@ -271,7 +279,9 @@ def open_storage(url: str | None = None, *, read_only: bool = False) -> optuna.s
         return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only)
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.DatabaseError, ModuleNotFoundError, ImportError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_scrubbed(first_line, url)}") from None
+        raise StorageURLError(
+            f"storage URL {masked_url(url)!r}: cannot open the database: {_scrubbed(first_line, url)}"
+        ) from None
 
 
 class StudyLock:
@@ -297,8 +307,9 @@ class StudyLock:
             yield
             return
         if self._engine is None:
-            self._engine = sqlalchemy.create_engine(self._url, poolclass=sqlalchemy.pool.NullPool,
-                                                    connect_args={"connect_timeout": CONNECT_TIMEOUT_S})  # fmt: skip
+            self._engine = sqlalchemy.create_engine(
+                self._url, poolclass=sqlalchemy.pool.NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
+            )
         with self._engine.connect() as connection:
             connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
             try:

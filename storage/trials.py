@@ -13,14 +13,38 @@ import optuna
 import pandas as pd
 
 ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
+INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
+INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
-    "baseline", "seed", "parameters", "attention_parameters", FLOPS, "examples_per_s", "tokens_per_s",
-    "peak_memory_bytes", "wall_seconds", "device", "reached_step", "pruned_at_step", "error", "infeasible",
-    "diverged_at_step", "ray_trial_id",
-)  # fmt: skip
+    "baseline",
+    "seed",
+    "parameters",
+    "attention_parameters",
+    FLOPS,
+    "examples_per_s",
+    "tokens_per_s",
+    "peak_memory_bytes",
+    "wall_seconds",
+    "device",
+    "reached_step",
+    "pruned_at_step",
+    "error",
+    INFEASIBLE_ATTRIBUTE,
+    "diverged_at_step",
+    "ray_trial_id",
+)
 
 
 KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
+
+
+def outcome(trial: optuna.trial.FrozenTrial) -> str:
+    """What a trial came to: its state's name, or ``INFEASIBLE`` for a configuration that cannot train.
+
+    Optuna keeps an infeasible trial COMPLETE, with placeholder values and a violated
+    constraint (``studies.sampler.tell_infeasible``): it is no result.
+    """
+    return INFEASIBLE if INFEASIBLE_ATTRIBUTE in trial.user_attrs else trial.state.name
 
 
 def configuration_key(params: dict[str, Any]) -> str:
@@ -36,7 +60,7 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per finished or running trial.
 
-    Columns: ``number``, ``state``, every knob (Optuna params; ``knob_columns`` names
+    Columns: ``number``, ``state`` (``outcome``), every knob (Optuna params; ``knob_columns`` names
     them), the attributes in ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value
     of a complete trial, the last reported value of a pruned one (``state`` tells which).
     """
@@ -44,9 +68,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
     for trial in study.get_trials(deepcopy=False):
         knobs.update(dict.fromkeys(trial.params))
-        row = {"number": trial.number, "state": trial.state.name, **trial.params}
+        row = {"number": trial.number, "state": outcome(trial), **trial.params}
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
-        if trial.state == optuna.trial.TrialState.COMPLETE:
+        if row["state"] == "COMPLETE":
             row[ACCURACY] = trial.values[0]
         elif trial.intermediate_values:
             row[ACCURACY] = trial.intermediate_values[max(trial.intermediate_values)]
@@ -70,9 +94,10 @@ def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
     mask = pd.Series(False, index=frame.index)
     for index, row in complete.iterrows():
         dominated = (
-            (complete[ACCURACY] >= row[ACCURACY]) & (cost <= float(row[x]))
+            (complete[ACCURACY] >= row[ACCURACY])
+            & (cost <= float(row[x]))
             & ((complete[ACCURACY] > row[ACCURACY]) | (cost < float(row[x])))
-        )  # fmt: skip
+        )
         mask[index] = not dominated.any()
     return mask
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import socket
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,29 +21,35 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from ray import cloudpickle
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
+from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
+from studies.failures import failure_of
 from studies.registry import Preset, Study
-from studies.sampler import INFEASIBLE_ATTRIBUTE
-from studies.trainable import SHARED_GPU
+from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
 from trainers.train import compile_cache_dir
 
 COST_ATTRIBUTES = (
-    "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s", "flops_per_s",
-    "model_flops_utilisation", "compile_seconds", "peak_memory_bytes", "wall_seconds", "device", "train_loss",
-)  # fmt: skip
+    "parameters",
+    "attention_parameters",
+    "flops_per_example",
+    "examples_per_s",
+    "tokens_per_s",
+    "flops_per_s",
+    "model_flops_utilisation",
+    "compile_seconds",
+    "peak_memory_bytes",
+    "wall_seconds",
+    "device",
+    "train_loss",
+)
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
-WORKER_DIED = re.compile(r"ActorDiedError|RayActorError|NodeDiedError|actor died|worker died", re.IGNORECASE)
-# Errors that say the configuration itself cannot train: told to the sampler (as forbidden
-# combinations are), never retried.
-# Ray's own OutOfMemoryError (its memory monitor killed the worker) counts too.
-DIVERGED = re.compile(r"NonFiniteLossError: .*? at step (\d+)")
-OUT_OF_MEMORY = re.compile(r"OutOfMemoryError")  # ours (TrainingOutOfMemoryError), torch's and Ray's
 HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
 STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped: the next run retries it
@@ -88,7 +92,12 @@ def _driver_is_dead(trial: optuna.trial.FrozenTrial, now: float) -> bool:
     return now - float(heartbeat) > STALE_AFTER_S
 
 
-def recover_interrupted(study: optuna.Study, *, exclusive: bool) -> list[PlannedTrial]:
+def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
+    """The storage's id of ``study``'s trial ``number`` (Optuna's public storage API)."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+
+
+def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage, *, exclusive: bool) -> list[PlannedTrial]:
     """Mark trials left RUNNING by a dead driver as failed, and plan their retries.
 
     Args:
@@ -109,11 +118,14 @@ def recover_interrupted(study: optuna.Study, *, exclusive: bool) -> list[Planned
         if trial.state == TrialState.RUNNING:
             if not exclusive and not _driver_is_dead(trial, now):
                 continue
-            optuna.Trial(study, trial._trial_id).set_user_attr("error", "left RUNNING by an interrupted run; its configuration is retried")
+            error = "left RUNNING by an interrupted run; its configuration is retried"
+            storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
             study.tell(trial.number, state=TrialState.FAIL)
         elif not (trial.state == TrialState.FAIL and trial.user_attrs.get(INTERRUPTED_ATTRIBUTE) and trial.number not in retried):
             continue
-        retries.append(PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number))
+        retries.append(
+            PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number)
+        )
     return retries
 
 
@@ -141,6 +153,8 @@ class Ledger:
     def __init__(
         self,
         study: optuna.Study,
+        *,
+        storage: optuna.storages.BaseStorage,
         definition: Study,
         preset: Preset,
         space: SearchSpace,
@@ -154,7 +168,7 @@ class Ledger:
         ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
         memory_bytes: int | None = None,
     ) -> None:
-        self.study, self.definition, self.preset, self.space = study, definition, preset, space
+        self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
         self.memory_bytes = memory_bytes
         self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
@@ -163,10 +177,9 @@ class Ledger:
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
         self.plans: dict[int, PlannedTrial] = {}  # trial number -> how it was planned
-        self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
         self.best_accuracy = -math.inf
-        self._sampler = study.sampler
 
     def ask(self, ray_trial_id: str) -> dict[str, Any] | None:
         """The next trial's configuration for the trainable, or None when the budget is spent.
@@ -195,24 +208,23 @@ class Ledger:
                 knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
             except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns the rules
                 trial.set_user_attr("error", f"rejected before training: {error}")
-                trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "forbidden combination")
-                self.study.tell(trial, state=TrialState.FAIL)
+                tell_infeasible(self.study, trial, "forbidden combination")
                 continue
             return self._start(trial, knobs, planned, ray_trial_id)
         raise SearchSpaceError(f"{MAX_RESAMPLES} sampled configurations in a row broke the study's rules; check its domains")
 
     def _sample(self, fixed: Mapping[str, Value]) -> tuple[optuna.Trial, dict[str, Value]]:
-        """Ask a trial and sample it define-by-run, with the searched knobs in ``fixed`` pinned."""
+        """Ask a trial and sample it define-by-run, with the searched knobs in ``fixed`` pinned.
+
+        Pinned values go through Optuna's queue (``enqueue_trial``): the next ``ask`` takes
+        them as fixed parameters and the sampler proposes the rest. The ask lock is held,
+        so no other driver takes the queued trial in between.
+        """
         pinned = {name: value for name, value in fixed.items() if name in self.space.searched}
         if pinned:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                self.study.sampler = optuna.samplers.PartialFixedSampler(pinned, self._sampler)
-        try:  # the trial consults the study's sampler at every suggest, not only at ask
-            trial = self.study.ask()
-            return trial, self.space.suggest(trial)
-        finally:
-            self.study.sampler = self._sampler
+            self.study.enqueue_trial(pinned)
+        trial = self.study.ask()
+        return trial, self.space.suggest(trial)
 
     def _fixed_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
         """The preset's and the user's non-searched values, for knobs that exist in this trial."""
@@ -238,9 +250,15 @@ class Ledger:
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial
         self.plans[trial.number] = planned
-        return {"number": trial.number, "model": model, "train": train, "task": self.preset.task, "cache_dir": self.cache_dir,
-                "compile_cache_dir": self.compile_cache_dir,
-                "memory_bytes": self.memory_bytes}  # fmt: skip
+        return {
+            "number": trial.number,
+            "model": model,
+            "train": train,
+            "task": self.preset.task,
+            "cache_dir": self.cache_dir,
+            "compile_cache_dir": self.compile_cache_dir,
+            "memory_bytes": self.memory_bytes,
+        }
 
     def record_report(self, number: int, result: Mapping[str, Any]) -> None:
         """Store one report's validation accuracy as the intermediate value at its step."""
@@ -248,10 +266,24 @@ class Ledger:
         if trial is None or "val_accuracy" not in result:
             return
         # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
-        self.study._storage.set_trial_intermediate_value(trial._trial_id, int(result["step"]), float(result["val_accuracy"]))
+        step, accuracy = int(result["step"]), float(result["val_accuracy"])
+        self.storage.set_trial_intermediate_value(trial_id(self.storage, self.study, number), step, accuracy)
 
-    def finish(self, number: int, last: Mapping[str, Any] | None, error: str | None) -> None:
-        """Record a trial's ending: COMPLETE after its last step, PRUNED when stopped early, FAIL on error."""
+    def finish(
+        self, number: int, last: Mapping[str, Any] | None, error: str | None, exception: BaseException | None = None
+    ) -> None:
+        """Record a trial's ending: COMPLETE after its last step, PRUNED when stopped early, FAIL on error.
+
+        Args:
+            number: The trial's number.
+            last: Its last report (None: it reported nothing).
+            error: What its exception says (traceback included), or None when it ended without one.
+            exception: The exception, as Ray Tune kept it (``studies.failures.failure_of`` reads it).
+
+        A failure that says the configuration cannot train is told to the sampler as
+        infeasible (``studies.sampler.tell_infeasible``); a dead worker's, or a shared
+        GPU's out of memory, is retried first (at most ``MAX_RETRIES`` times).
+        """
         trial = self.open.pop(number, None)
         if trial is None:
             return
@@ -262,13 +294,16 @@ class Ledger:
         if "step" in last:
             trial.set_user_attr("reached_step", int(last["step"]))
         if error is not None:
-            trial.set_user_attr("error", error)
+            failure = failure_of(exception)
+            first, newline, rest = error.partition("\n")
+            trial.set_user_attr("error", f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error)
+            if failure.diverged_at_step is not None:
+                trial.set_user_attr("diverged_at_step", failure.diverged_at_step)
             state, values = TrialState.FAIL, None
-            # Out of memory on a GPU it shared, a trial may fit another time; then, or if it still does
-            # not, a configuration that cannot train is told to the sampler, and a dead worker's is retried.
-            if not (SHARED_GPU in error and self._retry(number, trial)):
-                if not self._mark_if_infeasible(trial, error) and WORKER_DIED.search(error):
-                    self._retry(number, trial)
+            if not (failure.retry and self._retry(number, trial)) and failure.infeasible:
+                tell_infeasible(self.study, trial, failure.infeasible)
+                self._ended(INFEASIBLE, last)
+                return
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
             self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
@@ -279,7 +314,11 @@ class Ledger:
             trial.set_user_attr("error", "stopped before its first report")
             state, values = TrialState.FAIL, None
         self.study.tell(trial, values, state=state)
-        self.finished[state.name] += 1
+        self._ended(state.name, last)
+
+    def _ended(self, outcome: str, last: Mapping[str, Any]) -> None:
+        """Count a trial's ending for the progress line."""
+        self.finished[outcome] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
 
@@ -294,15 +333,16 @@ class Ledger:
     def __getstate__(self) -> dict[str, Any]:
         """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
 
-        (The study and the ask lock carry it, password included; Tune never restores a
+        (The study, the storage and the ask lock carry it, password included; Tune never restores a
         ledger, whose record is the store itself.)
         """
-        return {name: value for name, value in self.__dict__.items() if name not in ("study", "ask_lock", "_sampler", "open")}
+        return {name: value for name, value in self.__dict__.items() if name not in ("study", "storage", "ask_lock", "open")}
 
     def _counted_trials(self) -> list[optuna.trial.FrozenTrial]:
-        """Trials that use up the budget: finished or running, seed repeats aside (all drivers')."""
+        """Trials that use up the budget: finished or running, seed repeats and infeasible ones aside (all drivers')."""
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        return [t for t in self.study.get_trials(deepcopy=False, states=states) if "repeat_of" not in t.user_attrs]
+        trials = self.study.get_trials(deepcopy=False, states=states)
+        return [t for t in trials if "repeat_of" not in t.user_attrs and INFEASIBLE_ATTRIBUTE not in t.user_attrs]
 
     @staticmethod
     def _baseline_taken(planned: PlannedTrial, counted: list[optuna.trial.FrozenTrial]) -> bool:
@@ -317,25 +357,20 @@ class Ledger:
         for trial in self.open.values():
             trial.set_user_attr("heartbeat", now)
 
-    @staticmethod
-    def _mark_if_infeasible(trial: optuna.Trial, error: str) -> bool:
-        """Mark a trial whose configuration cannot train (``studies.sampler``); True if it was."""
-        if diverged := DIVERGED.search(error):
-            trial.set_user_attr("diverged_at_step", int(diverged.group(1)))
-            trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "diverged")
-            return True
-        if OUT_OF_MEMORY.search(error):
-            trial.set_user_attr(INFEASIBLE_ATTRIBUTE, "out of memory")
-            return True
-        return False
-
     def _retry(self, number: int, trial: optuna.Trial) -> bool:
         """Queue a failed trial's configuration again, at most ``MAX_RETRIES`` times; True if queued."""
         planned = self.plans[number]
         if planned.attempt >= MAX_RETRIES:
             return False
-        self.queue.append(PlannedTrial(fixed=dict(trial.params), baseline=planned.baseline, retry_of=number,
-                                       repeat_of=planned.repeat_of, attempt=planned.attempt + 1))  # fmt: skip
+        self.queue.append(
+            PlannedTrial(
+                fixed=dict(trial.params),
+                baseline=planned.baseline,
+                retry_of=number,
+                repeat_of=planned.repeat_of,
+                attempt=planned.attempt + 1,
+            )
+        )
         self.total += 1
         return True
 
@@ -389,22 +424,35 @@ class LedgerCallback(Callback):
         self.ledger.finish(trial.config["number"], trial.last_result, None)
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial))
+        exception = _exception(trial)
+        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial, exception), exception)
 
 
-def _error_text(trial) -> str:
+def _exception(trial) -> BaseException | None:
+    """The exception Tune kept for the trial (``RayTaskError`` around the trainable's, or ``RayActorError``).
+
+    Read from the trial's local error file: ``Trial.get_pickled_error`` reads the
+    experiment's storage copy, which Tune writes after the callbacks run.
+    """
+    with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
+        with open(trial.pickled_error_file, "rb") as file:
+            return cloudpickle.load(file)
+    with contextlib.suppress(Exception):
+        return trial.get_pickled_error()
+    return None
+
+
+def _error_text(trial, exception: BaseException | None) -> str:
     """The trial's exception in one line, then the end of its traceback.
 
     Tune writes the traceback to the trial's error file; when the worker process died the
-    pickled error (e.g. ``ActorDiedError``) may be all there is.
+    exception (e.g. ``ActorDiedError``) may be all there is.
     """
     text = ""
     with contextlib.suppress(OSError, TypeError):
         text = (trial.get_error() or "").strip() or Path(trial.error_file).read_text().strip()
-    if not text:
-        with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
-            error = trial.get_pickled_error()
-            text = f"{type(error).__name__}: {error}" if error is not None else ""
+    if not text and exception is not None:
+        text = f"{type(exception).__name__}: {exception}"
     if not text:
         return "the trial ended with an error that Tune did not record"
     lines = [line for line in text.splitlines() if line.strip()]

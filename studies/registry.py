@@ -10,13 +10,13 @@ from typing import Any, Literal
 
 import datasets
 
+from naming import lookup
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Domain, SearchSpace, Value
 from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from trainers.data.listops import ListOpsSpec
 from trainers.data.tasks import listops_generated
 from trainers.data.tokenize import LISTOPS_VOCABULARY
-from naming import lookup
 from trainers.train import TrainConfig
 
 
@@ -168,7 +168,9 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
             Preset(
                 name="quick",
                 description="short ListOps (lengths 50-250) on a 2-core laptop CPU in about 15 minutes",
-                task=ListOpsTask(ListOpsSpec(seed=0, min_length=50, max_length=250, train_size=9600, val_size=500, test_size=500)),
+                task=ListOpsTask(
+                    ListOpsSpec(seed=0, min_length=50, max_length=250, train_size=9600, val_size=500, test_size=500)
+                ),
                 train=TrainConfig(steps=400, batch_size=32, warmup_steps=40, eval_every=100, learning_rate=2e-3),
                 fixed={"num_layers": 4, "mlp_width": 128},
                 domains={
@@ -185,8 +187,16 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 name="full",
                 description="LRA-scale ListOps (lengths 500-2000, 96k examples) on a GPU cluster, hundreds of trials",
                 task=ListOpsTask(ListOpsSpec(seed=0)),
-                train=TrainConfig(steps=5000, batch_size=32, warmup_steps=1000, eval_every=500, learning_rate=5e-4,
-                                  weight_decay=0.1, precision="bf16", compile=True),
+                train=TrainConfig(
+                    steps=5000,
+                    batch_size=32,
+                    warmup_steps=1000,
+                    eval_every=500,
+                    learning_rate=5e-4,
+                    weight_decay=0.1,
+                    precision="bf16",
+                    compile=True,
+                ),
                 fixed={"num_layers": 4, "mlp_width": 1024},
                 domains={
                     "d_model": Choice((256, 512)),

@@ -15,11 +15,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from naming import UnknownNameError
 from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
-from naming import UnknownNameError
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -83,26 +83,62 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("name", nargs="?", help="study to run (see --list)")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
-    parser.add_argument("--trials", type=_integer_from(1), help="trials in the study, baselines and finished ones included (default: the preset's)")
-    parser.add_argument("--storage", help=f"Optuna storage URL, or env:NAME to read it from variable NAME "
-                        f"(default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})")
+    parser.add_argument(
+        "--trials",
+        type=_integer_from(1),
+        help="trials in the study, baselines and finished ones included (default: the preset's)",
+    )
+    parser.add_argument(
+        "--storage",
+        help=f"Optuna storage URL, or env:NAME to read it from variable NAME "
+        f"(default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})",
+    )
     parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray on this machine's CPUs)")
     parser.add_argument("--cpus-per-trial", type=float, help="CPUs per trial (default: the preset's, 1 for smoke/quick)")
-    parser.add_argument("--gpus-per-trial", type=float, help="GPUs per trial, fractions allowed (default: the preset's, 0 for smoke/quick)")
-    parser.add_argument("--trial-memory", type=float, metavar="GIB",
-                        help="host memory one trial may use, in GiB: a trial that needs more fails with an out-of-memory reason "
-                        "and Ray runs only as many trials at once as fit (default: no budget)")
-    parser.add_argument("--seed", type=_integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)")
+    parser.add_argument(
+        "--gpus-per-trial", type=float, help="GPUs per trial, fractions allowed (default: the preset's, 0 for smoke/quick)"
+    )
+    parser.add_argument(
+        "--trial-memory",
+        type=float,
+        metavar="GIB",
+        help="host memory one trial may use, in GiB: a trial that needs more fails with an out-of-memory reason "
+        "and Ray runs only as many trials at once as fit (default: no budget)",
+    )
+    parser.add_argument(
+        "--seed", type=_integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)"
+    )
     parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
-    parser.add_argument("--fresh", action="store_true", help="start a new study instead of resuming; the old one is kept untouched (default: resume)")
-    parser.add_argument("--fix", type=_fix, action="append", default=[], metavar="KNOB=VALUE",
-                        help="pin a knob for every trial; repeatable (default: none)")
-    parser.add_argument("--repeat-seeds", type=int, default=0, metavar="K",
-                        help="after the search, train the DAMCHA front and every baseline with K more seeds (default: 0)")
-    parser.add_argument("--precision", choices=PRECISIONS,
-                        help="training precision: fp32, or bf16 autocast (default: the preset's; fp32 for smoke/quick, bf16 for full)")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction,
-                        help="torch.compile every model, or not (default: the preset's; on for full only)")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new study instead of resuming; the old one is kept untouched (default: resume)",
+    )
+    parser.add_argument(
+        "--fix",
+        type=_fix,
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="pin a knob for every trial; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--repeat-seeds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="after the search, train the DAMCHA front and every baseline with K more seeds (default: 0)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="training precision: fp32, or bf16 autocast (default: the preset's; fp32 for smoke/quick, bf16 for full)",
+    )
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        help="torch.compile every model, or not (default: the preset's; on for full only)",
+    )
     parser.add_argument("--data-cache", type=Path, help="data cache directory (default: $DAMCHA_DATA_CACHE, else runs/data)")
     return parser
 
@@ -121,12 +157,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the study name is required (see --list)")
     use_ray_token_for(args.address)
     from studies.runner import RunOptions, StudyOptionError, run_study  # imports ray: after the line above
+
     options = RunOptions(
-        preset=args.preset, trials=args.trials, storage=args.storage, address=args.address,
-        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, trial_memory_gib=args.trial_memory, seed=args.seed,
-        report=args.report, fresh=args.fresh, fixed=dict(args.fix), cache_dir=args.data_cache, repeat_seeds=args.repeat_seeds,
-        precision=args.precision, compile=args.compile,
-    )  # fmt: skip
+        preset=args.preset,
+        trials=args.trials,
+        storage=args.storage,
+        address=args.address,
+        cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        trial_memory_gib=args.trial_memory,
+        seed=args.seed,
+        report=args.report,
+        fresh=args.fresh,
+        fixed=dict(args.fix),
+        cache_dir=args.data_cache,
+        repeat_seeds=args.repeat_seeds,
+        precision=args.precision,
+        compile=args.compile,
+    )
     try:
         run_study(get_study(args.name), options)
     except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError) as error:
@@ -135,8 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
-        print("interrupted: the finished trials are in the store, the stopped ones marked failed; "
-              "run the same command again to resume", file=sys.stderr)  # fmt: skip
+        print(
+            "interrupted: the finished trials are in the store, the stopped ones marked failed; "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     return 0
 

@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
@@ -17,14 +18,12 @@ import optuna
 import pandas as pd
 import ray
 import torch
-from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from storage.trials import configuration_key, pareto_mask, trials_frame
+from reports.files import REPORTS_DIR, check_writable_dir, check_writable_file, report_path
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
-from reports.files import REPORTS_DIR, check_writable_dir, check_writable_file, report_path
 from storage import (
     StudyLock,
     check_sqlite_store,
@@ -35,17 +34,18 @@ from storage import (
     single_writer,
     sqlite_path,
 )
+from storage.trials import INFEASIBLE_ATTRIBUTE, configuration_key, outcome, pareto_mask, trials_frame
 from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, has_values, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
-from studies.sampler import INFEASIBLE_ATTRIBUTE, sampler_for
+from studies.sampler import sampler_for
 from studies.summary import summary
 from studies.trainable import run_trial
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
 
-FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+FINISHED_STATES = ("COMPLETE", "PRUNED")  # outcomes (``storage.trials.outcome``) that count as results
 TUNE_DIR = Path("runs/ray")  # Ray Tune's experiment folders (the store, not these, is the record)
 
 
@@ -102,8 +102,10 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     for name, value in fixed.items():
         knob = space.knob(name)
         if name in study.searched_values or name in study.baseline_values:
-            raise SearchSpaceError(f"knob {name!r} is set by study {study.name!r} itself (searched trials: "
-                                   f"{study.searched_values.get(name)!r}, baselines: {study.baseline_values.get(name)!r})")
+            raise SearchSpaceError(
+                f"knob {name!r} is set by study {study.name!r} itself (searched trials: "
+                f"{study.searched_values.get(name)!r}, baselines: {study.baseline_values.get(name)!r})"
+            )
         if not knob.domain.contains(value):
             where = f"the {preset.name} preset's domain" if name in space.searched else "its domain"
             raise SearchSpaceError(f"knob {name}={value!r} is outside {where}: {knob.domain.describe()}")
@@ -130,7 +132,9 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
         return None
 
 
-def plan_trials(study: Study, space: SearchSpace, store: optuna.Study, trials: int, *, exclusive: bool) -> tuple[list[PlannedTrial], int]:
+def plan_trials(
+    study: Study, space: SearchSpace, store: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool
+) -> tuple[list[PlannedTrial], int]:
     """Retries, then missing baselines, then searched trials, within the budget.
 
     A baseline that diverged or did not fit is not planned again: the result stands.
@@ -140,10 +144,10 @@ def plan_trials(study: Study, space: SearchSpace, store: optuna.Study, trials: i
     Returns:
         The queue of fixed trials and how many searched trials follow it.
     """
-    retries = recover_interrupted(store, exclusive=exclusive)
+    retries = recover_interrupted(store, storage, exclusive=exclusive)
     stored = store.get_trials(deepcopy=False)
-    finished = [t for t in stored if t.state in FINISHED_STATES and "repeat_of" not in t.user_attrs]
-    infeasible = [t for t in stored if t.state == TrialState.FAIL and INFEASIBLE_ATTRIBUTE in t.user_attrs]
+    infeasible = [t for t in stored if INFEASIBLE_ATTRIBUTE in t.user_attrs]
+    finished = [t for t in stored if outcome(t) in FINISHED_STATES and "repeat_of" not in t.user_attrs]
     covered = [t.params for t in finished + infeasible if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
     baselines = [
         PlannedTrial(fixed=values, baseline=True)
@@ -227,7 +231,9 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     trials = options.trials if options.trials is not None else preset.trials
     baselines = len(study.baselines(space))
     if trials < baselines:
-        raise StudyOptionError(f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}")
+        raise StudyOptionError(
+            f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}"
+        )
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
     if options.repeat_seeds < 0:
@@ -290,12 +296,15 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     run = check_options(study, options)
     preset = run.preset
     with single_writer(run.url):
-        store = _open_study(study, run, options, out)
+        store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
-        queue, searched = plan_trials(study, run.space, store, run.trials, exclusive=exclusive)
+        queue, searched = plan_trials(study, run.space, store, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(store.study_name)
-        print(f"study {store.study_name}: {run.trials - len(queue) - searched} of {run.trials} trials already finished; "
-              f"running {len(queue) + searched}", file=out)  # fmt: skip
+        print(
+            f"study {store.study_name}: {run.trials - len(queue) - searched} of {run.trials} trials already finished; "
+            f"running {len(queue) + searched}",
+            file=out,
+        )
 
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
@@ -305,34 +314,60 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             attributes["memory_budget_bytes"] = run.resources.memory
 
         def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
-            return Ledger(store, study, preset, run.space, queue, searched, run.fixed_others, options.seed, attributes,
-                          str(cache_dir), budget, lock.held, run.resources.memory)  # fmt: skip
+            return Ledger(
+                store,
+                storage=storage,
+                definition=study,
+                preset=preset,
+                space=run.space,
+                queue=queue,
+                searched=searched,
+                fixed=run.fixed_others,
+                seed=options.seed,
+                run_attributes=attributes,
+                cache_dir=str(cache_dir),
+                budget=budget,
+                ask_lock=lock.held,
+                memory_bytes=run.resources.memory,
+            )
 
         started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
         try:
             if queue or searched:
                 _tune(ledger(queue, searched, run.trials), preset, store.study_name, run.resources, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
-                print(f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each", file=out)
+                print(
+                    f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each",
+                    file=out,
+                )
                 _tune(ledger(repeats, 0, None), preset, store.study_name, run.resources, early_stopping=False)
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
 
         write_report(store, report, run.url)
-        counts = {state.name: len(store.get_trials(deepcopy=False, states=(state,))) for state in TrialState}
+        counts = Counter(outcome(trial) for trial in store.get_trials(deepcopy=False))
         print(summary(store, masked_url(run.url), report), file=out)
         return RunOutcome(study_name=store.study_name, storage=run.url, report=report, counts=counts)
 
 
-def _open_study(study: Study, run: CheckedRun, options: RunOptions, out: TextIO) -> optuna.Study:
-    """Create or resume the Optuna study (a new one under ``--fresh``) and record its settings."""
+def _open_study(
+    study: Study, run: CheckedRun, options: RunOptions, out: TextIO
+) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
+    """Create or resume the Optuna study (a new one under ``--fresh``) and record its settings.
+
+    Returns:
+        The study, and the storage that holds it.
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
     storage = open_storage(run.url)
     name = _store_name(study, run.preset, options.fixed | run.train_overrides)  # other training: another study
     if options.fresh and (old := _existing(storage, name)) is not None:
         new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-        print(f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}", file=out)
+        print(
+            f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}",
+            file=out,
+        )
         name = new
     store = optuna.create_study(
         study_name=name,
@@ -345,7 +380,7 @@ def _open_study(study: Study, run: CheckedRun, options: RunOptions, out: TextIO)
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         store.set_metric_names([objective.metric for objective in study.objectives])
     _record_settings(store, study, run.preset, run.space, run.trials)
-    return store
+    return store, storage
 
 
 def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: SearchSpace, trials: int) -> None:
@@ -353,7 +388,9 @@ def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: S
     store.set_user_attr("question", study.doc.strip())
     store.set_user_attr("preset", f"{preset.name}: {preset.description}")
     store.set_user_attr("task", preset.task.describe())
-    store.set_user_attr("budget", {"trials": trials, "steps_per_trial": preset.train.steps, "early_stopping_grace_steps": preset.grace_steps})
+    store.set_user_attr(
+        "budget", {"trials": trials, "steps_per_trial": preset.train.steps, "early_stopping_grace_steps": preset.grace_steps}
+    )
     store.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
     store.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})
 
@@ -369,7 +406,7 @@ def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
     complete = frame[frame["state"] == "COMPLETE"]
     damcha = complete[~complete["baseline"]]
     chosen = pd.concat([damcha[pareto_mask(damcha)], complete[complete["baseline"]]])
-    trials = {t.number: t for t in store.get_trials(deepcopy=False, states=FINISHED_STATES)}
+    trials = {t.number: t for t in store.get_trials(deepcopy=False) if outcome(t) in FINISHED_STATES}
     runs: dict[str, int] = {}
     for trial in trials.values():
         runs[configuration_key(trial.params)] = runs.get(configuration_key(trial.params), 0) + 1
@@ -381,7 +418,9 @@ def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
             continue
         seen.add(key)
         baseline = bool(trial.user_attrs.get("baseline"))
-        planned += [PlannedTrial(fixed=dict(trial.params), baseline=baseline, repeat_of=trial.number)] * max(0, seeds + 1 - runs[key])
+        planned += [PlannedTrial(fixed=dict(trial.params), baseline=baseline, repeat_of=trial.number)] * max(
+            0, seeds + 1 - runs[key]
+        )
     return planned
 
 
@@ -396,16 +435,20 @@ def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
     for name, asked in (("CPU", resources.cpus), ("GPU", resources.gpus)):
         largest = max((node["Resources"].get(name, 0) for node in ray.nodes() if node["Alive"]), default=0)
         if asked > largest:
-            raise StudyOptionError(f"--{name.lower()}s-per-trial {asked:g} is more than any Ray node offers ({largest:g}); "
-                                   "no trial could start: ask less or add a bigger node")  # fmt: skip
+            raise StudyOptionError(
+                f"--{name.lower()}s-per-trial {asked:g} is more than any Ray node offers ({largest:g}); "
+                "no trial could start: ask less or add a bigger node"
+            )
     fits = [int(total.get("CPU", 1) // resources.cpus)]
     if resources.gpus:
         fits.append(int(total.get("GPU", 0) // resources.gpus))
     if resources.memory is not None:  # Ray then starts only as many trials at once as their budgets fit
         largest = max((node["Resources"].get("memory", 0) for node in ray.nodes() if node["Alive"]), default=0)
         if resources.memory > largest:
-            raise StudyOptionError(f"--trial-memory {resources.memory / GIB:.3g} GiB is more than any Ray node offers "
-                                   f"({largest / GIB:.3g} GiB); lower it or add a bigger node")  # fmt: skip
+            raise StudyOptionError(
+                f"--trial-memory {resources.memory / GIB:.3g} GiB is more than any Ray node offers "
+                f"({largest / GIB:.3g} GiB); lower it or add a bigger node"
+            )
         request["memory"] = resources.memory
         fits.append(int(total.get("memory", 0) // resources.memory))
     return request, max(1, min(fits))
@@ -422,9 +465,13 @@ def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, 
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     request, concurrency = _trial_request(resources)
     scheduler = ASHAScheduler(
-        time_attr="step", metric="val_accuracy", mode="max",
-        max_t=preset.train.steps, grace_period=preset.grace_steps, reduction_factor=2,
-    )  # fmt: skip
+        time_attr="step",
+        metric="val_accuracy",
+        mode="max",
+        max_t=preset.train.steps,
+        grace_period=preset.grace_steps,
+        reduction_factor=2,
+    )
     tuner = tune.Tuner(
         tune.with_resources(run_trial, request),
         tune_config=tune.TuneConfig(

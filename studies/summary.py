@@ -6,11 +6,13 @@ from pathlib import Path
 
 import optuna
 
-from storage.trials import ACCURACY, FLOPS, beats_baselines, knob_columns, trials_frame
+from storage.trials import ACCURACY, FLOPS, INFEASIBLE, beats_baselines, knob_columns, trials_frame
 
 
-def _knobs(row, knobs: list[str]) -> str:
-    return " ".join(f"{name}={row[name]}" for name in knobs if name != "attention" and row.get(name) is not None)
+def _trial(row, knobs: list[str]) -> str:
+    """A trial in one line: number, accuracy, FLOPs and its knobs (``attention`` aside)."""
+    shown = " ".join(f"{name}={row[name]}" for name in knobs if name != "attention" and row.get(name) is not None)
+    return f"trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {shown}"
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
@@ -21,20 +23,22 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
     if frame.empty:
         return "\n".join([*lines, "  no trials"])
     counts = frame["state"].value_counts()
-    lines.append("  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")))
+    lines.append(
+        "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
+    )
     complete_baselines = frame[frame["baseline"] & (frame["state"] == "COMPLETE")]
     if complete_baselines.empty:
         lines.append("  best MHA baseline: none completed")
     else:
         best = complete_baselines.sort_values(ACCURACY).iloc[-1]
-        lines.append(f"  best MHA baseline: trial {best['number']}  acc {best[ACCURACY]:.3f}  {best[FLOPS]:.3g} FLOPs  {_knobs(best, knobs)}")
+        lines.append(f"  best MHA baseline: {_trial(best, knobs)}")
     winners = beats_baselines(frame)
     lines.append("  DAMCHA on the Pareto front, matching or beating MHA at lower or equal FLOPs:")
     if winners.empty:
         lines.append("    none")
     for _, row in winners.iterrows():
-        lines.append(f"    trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {_knobs(row, knobs)}  (vs baseline trial {row['matched_baseline']})")
-    failed = frame[frame["state"] == "FAIL"]
+        lines.append(f"    {_trial(row, knobs)}  (vs baseline trial {row['matched_baseline']})")
+    failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():
         lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")
     lines.append(f"  store:  {storage_url}  (browse: optuna-dashboard {storage_url})")

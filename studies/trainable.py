@@ -10,11 +10,10 @@ import ray
 import torch
 from ray import tune
 
+from studies.failures import SharedGPUOutOfMemoryError
 from trainers.config import ModelConfig
 from trainers.memory import TrainingOutOfMemoryError, memory_budget
 from trainers.train import TrainConfig, train, use_compile_settings
-
-SHARED_GPU = "on a shared GPU"  # in the error of an out-of-memory trial that a retry may fit
 
 
 @dataclass(frozen=True)
@@ -52,8 +51,9 @@ def run_trial(config: dict[str, Any]) -> None:
             ``memory_bytes`` (optional): the trial's host-memory budget.
 
     Raises:
-        trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or its
-            share of a GPU (then the message says "on a shared GPU": a retry may fit).
+        trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or out
+            of a GPU of its own.
+        studies.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
     placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
@@ -73,6 +73,6 @@ def run_trial(config: dict[str, Any]) -> None:
                 report=lambda step, metrics: tune.report(metrics),
             )
     except TrainingOutOfMemoryError as error:
-        if placement.device == "cuda" and placement.gpu_share < 1.0 and isinstance(error.__cause__, torch.OutOfMemoryError):
-            raise TrainingOutOfMemoryError(f"{error} ({SHARED_GPU}, {placement.gpu_share:g} of it)") from error
+        if error.on_gpu and placement.gpu_share < 1.0:  # a neighbour may have held the memory: a retry may fit
+            raise SharedGPUOutOfMemoryError(error.detail, True, error.budget_bytes, placement.gpu_share) from error
         raise

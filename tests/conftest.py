@@ -55,7 +55,9 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         first = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
 
         store = optuna.load_study(study_name=SMOKE_STUDY, storage=url)  # a trial a killed driver left RUNNING
-        store.enqueue_trial({"attention": "damcha", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4, "generator_depth": 0})
+        store.enqueue_trial(
+            {"attention": "damcha", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4, "generator_depth": 0}
+        )
         dead = store.ask()
         LRA_SHARING.space_for(preset).suggest(dead)
 
@@ -95,7 +97,9 @@ def _session_pids(session: str) -> list[int]:
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    """A Ray head (with its job server) started by ``ray start --head`` on free ports; stopped by its own pids (never ``ray stop``).
+    """A Ray head (with its job server) started by ``ray start --head`` on free ports.
+
+    Stopped by its own pids (never ``ray stop``).
 
     Yields:
         ``{"address": "HOST:PORT", "jobs": "http://127.0.0.1:PORT"}``.
@@ -116,11 +120,26 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     ray = str(Path(sys.executable).with_name("ray"))
     log = tmp_path_factory.mktemp("ray-head") / "start.log"
     with log.open("w") as output:  # a file, not a pipe: the daemons it starts keep writing after it returns
-        subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--dashboard-host=127.0.0.1",
-                        f"--dashboard-port={jobs_port}", f"--dashboard-agent-listen-port={agent_port}",
-                        f"--dashboard-agent-grpc-port={agent_grpc_port}", f"--runtime-env-agent-port={runtime_env_port}",
-                        f"--metrics-export-port={metrics_port}", "--disable-usage-stats"],
-                       stdout=output, stderr=subprocess.STDOUT, timeout=120, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                ray,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--num-cpus=2",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={jobs_port}",
+                f"--dashboard-agent-listen-port={agent_port}",
+                f"--dashboard-agent-grpc-port={agent_grpc_port}",
+                f"--runtime-env-agent-port={runtime_env_port}",
+                f"--metrics-export-port={metrics_port}",
+                "--disable-usage-stats",
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            check=True,
+        )
     address = re.search(r"--address='([^']+)'", log.read_text()).group(1)
     session = Path("/tmp/ray/session_latest").resolve().name
     try:

@@ -72,43 +72,163 @@ CPUS = os.cpu_count() or 1
 CASES = [
     ("preset-empty", "run", ["lra_sharing", "--preset", ""], None, 2, r"unknown preset ''.*available: full, quick, smoke"),
     ("seed-negative", "run", ["lra_sharing", "--seed", "-1"], None, 2, r"argument --seed: -1 must be >= 0"),
-    ("memory-nan", "run", ["lra_sharing", "--trial-memory", "nan"], None, 2, r"--trial-memory must be a number of GiB > 0, got nan"),
-    ("memory-inf", "run", ["lra_sharing", "--trial-memory", "inf"], None, 2, r"--trial-memory must be a number of GiB > 0, got inf"),
+    (
+        "memory-nan",
+        "run",
+        ["lra_sharing", "--trial-memory", "nan"],
+        None,
+        2,
+        r"--trial-memory must be a number of GiB > 0, got nan",
+    ),
+    (
+        "memory-inf",
+        "run",
+        ["lra_sharing", "--trial-memory", "inf"],
+        None,
+        2,
+        r"--trial-memory must be a number of GiB > 0, got inf",
+    ),
     ("cpus-nan", "run", ["lra_sharing", "--cpus-per-trial", "nan"], None, 2, r"--cpus-per-trial must be a number > 0"),
-    ("cpus-more-than-machine", "run", ["lra_sharing", "--cpus-per-trial", str(CPUS + 2)], None, 2,
-     rf"--cpus-per-trial {CPUS + 2} is more than this machine's {CPUS} CPUs"),
-    ("gpus-more-than-machine", "run", ["lra_sharing", "--gpus-per-trial", str(torch.cuda.device_count() + 1)], None, 2,
-     r"--gpus-per-trial \d+ is more than this machine's \d+ GPUs"),
-    ("full-preset-beyond-machine", "run", ["lra_sharing", "--preset", "full"], None, 2,
-     r"--(cpus|gpus)-per-trial \d+ is more than this machine's"),
-    ("port-not-a-number", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:abc/optuna"], None, 2,
-     r"storage URL 'postgresql\+psycopg://u:\*\*\*@127.0.0.1:abc/optuna': the port is not a number"),
-    ("url-without-colon", "run", ["lra_sharing", "--storage", f"postgresql+psycopg//alice:{SECRET}@db/optuna"], None, 2,
-     r"storage URL 'postgresql\+psycopg//alice:\*\*\*@db/optuna' is not a database URL"),
-    ("password-with-at", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://alice:{SECRET}@x@127.0.0.1:1/optuna"], None, 2,
-     r"'postgresql\+psycopg://alice:\*\*\*@127.0.0.1:1/optuna': the password holds an unencoded '@'; percent-encode it as %40"),
-    ("password-in-query", "run", ["lra_sharing", "--storage", f"postgresql+psycopg://alice@127.0.0.1:1/optuna?password={SECRET}"],
-     None, 2, r"'postgresql\+psycopg://alice@127.0.0.1:1/optuna\?password=\*\*\*': cannot open the database"),
-    ("store-truncated", "run", ["lra_sharing", "--storage", STORE], _truncated_store, 2, r"the SQLite store .*store.db is damaged"),
-    ("store-corrupted", "run", ["lra_sharing", "--storage", STORE], _corrupted_store, 2, r"the SQLite store .*store.db is damaged"),
+    (
+        "cpus-more-than-machine",
+        "run",
+        ["lra_sharing", "--cpus-per-trial", str(CPUS + 2)],
+        None,
+        2,
+        rf"--cpus-per-trial {CPUS + 2} is more than this machine's {CPUS} CPUs",
+    ),
+    (
+        "gpus-more-than-machine",
+        "run",
+        ["lra_sharing", "--gpus-per-trial", str(torch.cuda.device_count() + 1)],
+        None,
+        2,
+        r"--gpus-per-trial \d+ is more than this machine's \d+ GPUs",
+    ),
+    (
+        "full-preset-beyond-machine",
+        "run",
+        ["lra_sharing", "--preset", "full"],
+        None,
+        2,
+        r"--(cpus|gpus)-per-trial \d+ is more than this machine's",
+    ),
+    (
+        "port-not-a-number",
+        "run",
+        ["lra_sharing", "--storage", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:abc/optuna"],
+        None,
+        2,
+        r"storage URL 'postgresql\+psycopg://u:\*\*\*@127.0.0.1:abc/optuna': the port is not a number",
+    ),
+    (
+        "url-without-colon",
+        "run",
+        ["lra_sharing", "--storage", f"postgresql+psycopg//alice:{SECRET}@db/optuna"],
+        None,
+        2,
+        r"storage URL 'postgresql\+psycopg//alice:\*\*\*@db/optuna' is not a database URL",
+    ),
+    (
+        "password-with-at",
+        "run",
+        ["lra_sharing", "--storage", f"postgresql+psycopg://alice:{SECRET}@x@127.0.0.1:1/optuna"],
+        None,
+        2,
+        r"'postgresql\+psycopg://alice:\*\*\*@127.0.0.1:1/optuna': the password holds an unencoded '@'; percent-encode it as %40",
+    ),
+    (
+        "password-in-query",
+        "run",
+        ["lra_sharing", "--storage", f"postgresql+psycopg://alice@127.0.0.1:1/optuna?password={SECRET}"],
+        None,
+        2,
+        r"'postgresql\+psycopg://alice@127.0.0.1:1/optuna\?password=\*\*\*': cannot open the database",
+    ),
+    (
+        "store-truncated",
+        "run",
+        ["lra_sharing", "--storage", STORE],
+        _truncated_store,
+        2,
+        r"the SQLite store .*store.db is damaged",
+    ),
+    (
+        "store-corrupted",
+        "run",
+        ["lra_sharing", "--storage", STORE],
+        _corrupted_store,
+        2,
+        r"the SQLite store .*store.db is damaged",
+    ),
     ("store-not-sqlite", "run", ["lra_sharing", "--storage", STORE], _not_a_store, 2, r"store.db is not a SQLite database"),
-    ("store-under-a-file", "run", ["lra_sharing", "--storage", "sqlite:///blocker/store.db"], _a_file("blocker"), 2,
-     r"cannot create the SQLite store .*blocker/store.db: .*blocker is not a folder"),
+    (
+        "store-under-a-file",
+        "run",
+        ["lra_sharing", "--storage", "sqlite:///blocker/store.db"],
+        _a_file("blocker"),
+        2,
+        r"cannot create the SQLite store .*blocker/store.db: .*blocker is not a folder",
+    ),
     ("report-is-a-folder", "run", ["lra_sharing", "--report", "out"], _a_folder("out"), 2, r"--report out is a folder"),
-    ("report-under-a-file", "run", ["lra_sharing", "--report", "blocker/r.html"], _a_file("blocker"), 2,
-     r"--report blocker/r.html: .*blocker is a file"),
-    ("data-cache-is-a-file", "run", ["lra_sharing", "--data-cache", "blocker"], _a_file("blocker"), 2,
-     r"--data-cache blocker is a file, not a folder"),
-    ("fix-unknown-knob", "run", ["lra_sharing", "--fix", "metric_rnk=4"], None, 2, r"unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
-    ("reports-missing-store", "reports", ["x", "--storage", "sqlite:///typo/dir/x.db"], None, 2,
-     r"there is no SQLite store at .*typo/dir/x.db"),
+    (
+        "report-under-a-file",
+        "run",
+        ["lra_sharing", "--report", "blocker/r.html"],
+        _a_file("blocker"),
+        2,
+        r"--report blocker/r.html: .*blocker is a file",
+    ),
+    (
+        "data-cache-is-a-file",
+        "run",
+        ["lra_sharing", "--data-cache", "blocker"],
+        _a_file("blocker"),
+        2,
+        r"--data-cache blocker is a file, not a folder",
+    ),
+    (
+        "fix-unknown-knob",
+        "run",
+        ["lra_sharing", "--fix", "metric_rnk=4"],
+        None,
+        2,
+        r"unknown knob 'metric_rnk'.*did you mean 'metric_rank'",
+    ),
+    (
+        "reports-missing-store",
+        "reports",
+        ["x", "--storage", "sqlite:///typo/dir/x.db"],
+        None,
+        2,
+        r"there is no SQLite store at .*typo/dir/x.db",
+    ),
     ("reports-damaged-store", "reports", ["plain", "--storage", STORE], _corrupted_store, 2, r"store.db is damaged"),
-    ("reports-output-is-a-folder", "reports", ["plain", "--storage", STORE, "-o", "out"],
-     lambda root: (_valid_store(root), _a_folder("out")(root)), 2, r"-o out is a folder"),
-    ("reports-png-is-a-file", "reports", ["plain", "--storage", STORE, "--png", "blocker"],
-     lambda root: (_valid_store(root), _a_file("blocker")(root)), 2, r"--png blocker is a file, not a folder"),
-    ("reports-unknown-study", "reports", ["plian", "--storage", STORE], _valid_store, 2, r"unknown study 'plian'.*did you mean 'plain'"),
-]  # fmt: skip
+    (
+        "reports-output-is-a-folder",
+        "reports",
+        ["plain", "--storage", STORE, "-o", "out"],
+        lambda root: (_valid_store(root), _a_folder("out")(root)),
+        2,
+        r"-o out is a folder",
+    ),
+    (
+        "reports-png-is-a-file",
+        "reports",
+        ["plain", "--storage", STORE, "--png", "blocker"],
+        lambda root: (_valid_store(root), _a_file("blocker")(root)),
+        2,
+        r"--png blocker is a file, not a folder",
+    ),
+    (
+        "reports-unknown-study",
+        "reports",
+        ["plian", "--storage", STORE],
+        _valid_store,
+        2,
+        r"unknown study 'plian'.*did you mean 'plain'",
+    ),
+]
 
 
 def _run(command: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -161,7 +281,9 @@ def test_reports_leave_a_plain_optuna_store_as_it_was(tmp_path: Path, monkeypatc
     assert not list(tmp_path.glob("store.db-*"))  # no -wal or -shm left beside it
 
 
-def test_report_names_from_the_store_never_leave_the_output_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_report_names_from_the_store_never_leave_the_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
@@ -199,10 +321,21 @@ def test_reports_show_what_a_plain_optuna_study_has(tmp_path: Path, monkeypatch:
 
 def _as_nobody(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Run a command line as user nobody (root passes every permission check)."""
-    environment = {"PATH": os.environ["PATH"], "HOME": str(cwd), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
-                   "PYTHONPATH": str(ROOT)}  # fmt: skip
-    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, *argv],
-                          cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)  # fmt: skip
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(cwd),
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, *argv],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -221,8 +354,14 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        (lambda root: (root / "runs").mkdir() or (root / "runs").chmod(0o755), r"cannot create the SQLite store .*runs/optuna.db: .*runs is not a folder this user can write"),
-        (lambda root: (_valid_store(root), (root / "store.db").chmod(0o644)), r"cannot write to the SQLite store .*store.db \(permission denied"),
+        (
+            lambda root: (root / "runs").mkdir() or (root / "runs").chmod(0o755),
+            r"cannot create the SQLite store .*runs/optuna.db: .*runs is not a folder this user can write",
+        ),
+        (
+            lambda root: (_valid_store(root), (root / "store.db").chmod(0o644)),
+            r"cannot write to the SQLite store .*store.db \(permission denied",
+        ),
     ],
     ids=["read-only-runs", "store-not-writable"],
 )
@@ -231,8 +370,20 @@ def test_stores_this_user_cannot_write_exit_2(setup, message: str, shared_dir: P
     storage = STORE if (shared_dir / "store.db").exists() else "sqlite:///runs/optuna.db"
     before = _tree(shared_dir)
 
-    result = _as_nobody(["-m", "studies.run", "lra_sharing", "--preset", "smoke", "--storage", storage,
-                         "--data-cache", str(shared_dir / "cache")], shared_dir)  # fmt: skip
+    result = _as_nobody(
+        [
+            "-m",
+            "studies.run",
+            "lra_sharing",
+            "--preset",
+            "smoke",
+            "--storage",
+            storage,
+            "--data-cache",
+            str(shared_dir / "cache"),
+        ],
+        shared_dir,
+    )
 
     assert result.returncode == 2, result.stderr
     assert re.search(message, result.stderr) and "Traceback" not in result.stderr, result.stderr

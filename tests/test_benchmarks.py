@@ -11,9 +11,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_attention_benchmark_prints_a_row_per_variant() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.attention", "--lengths", "32", "--d-model", "64", "--heads", "4",
-         "--reps", "1", "--tokens", "64"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.attention",
+            "--lengths",
+            "32",
+            "--d-model",
+            "64",
+            "--heads",
+            "4",
+            "--reps",
+            "1",
+            "--tokens",
+            "64",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     lines = result.stdout.splitlines()
     table = lines[lines.index("T=32, batch 2") + 2 :]
@@ -25,16 +42,42 @@ def test_attention_benchmark_prints_a_row_per_variant() -> None:
 
 def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.attention", "--causal", "--lengths", "32", "--d-model", "64", "--heads", "4",
-         "--reps", "1", "--tokens", "64"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.attention",
+            "--causal",
+            "--lengths",
+            "32",
+            "--d-model",
+            "64",
+            "--heads",
+            "4",
+            "--reps",
+            "1",
+            "--tokens",
+            "64",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     lines = result.stdout.splitlines()
     start = lines.index("T=32, batch 2") + 2
     names = [line[:30].strip() for line in lines[start : start + 9]]
-    assert names == ["mha", "damcha r16 g2", "damcha r16 g2 mahalanobis", "damcha r16 g2 rowsum", "damcha full g2 rowsum",
-                     "damcha r16 g2 chunk 1", "damcha r16 g2 rowsum chunk 1", "damcha full g2 rowsum chunk 1",
-                     "explicit damcha r16 g2"]  # fmt: skip
+    assert names == [
+        "mha",
+        "damcha r16 g2",
+        "damcha r16 g2 mahalanobis",
+        "damcha r16 g2 rowsum",
+        "damcha full g2 rowsum",
+        "damcha r16 g2 chunk 1",
+        "damcha r16 g2 rowsum chunk 1",
+        "damcha full g2 rowsum chunk 1",
+        "explicit damcha r16 g2",
+    ]
     verdicts = lines[start + 9 :]
     assert len(verdicts) == 3 and all(line.endswith((": met", ": MISSED")) for line in verdicts[:2])
     assert "explicit-score form" in verdicts[2]
@@ -44,9 +87,29 @@ def test_train_step_benchmark_runs_the_decoder_rows() -> None:
     from benchmarks.train_step import CAUSAL_VARIANTS, VARIANTS
 
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train_step", "--causal", "--lengths", "32", "--d-model", "32", "--heads", "4",
-         "--layers", "2", "--tokens", "64", "--reps", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.train_step",
+            "--causal",
+            "--lengths",
+            "32",
+            "--d-model",
+            "32",
+            "--heads",
+            "4",
+            "--layers",
+            "2",
+            "--tokens",
+            "64",
+            "--reps",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     assert "DecoderLM" in result.stdout.splitlines()[0]
     lines = result.stdout.splitlines()
@@ -61,9 +124,28 @@ def test_train_step_benchmark_checks_and_times_every_variant() -> None:
     from benchmarks.train_step import VARIANTS
 
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train_step", "--lengths", "32", "--d-model", "32", "--heads", "4",
-         "--layers", "2", "--tokens", "64", "--reps", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,  # exit 1 would mean a FlashAttention fallback
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.train_step",
+            "--lengths",
+            "32",
+            "--d-model",
+            "32",
+            "--heads",
+            "4",
+            "--layers",
+            "2",
+            "--tokens",
+            "64",
+            "--reps",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,  # exit 1 would mean a FlashAttention fallback
     )
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
@@ -75,9 +157,30 @@ def test_train_step_benchmark_checks_and_times_every_variant() -> None:
 
 def test_train_step_benchmark_skips_an_explicit_form_that_cannot_fit() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train_step", "--lengths", "64", "--d-model", "32", "--heads", "4",
-         "--layers", "2", "--tokens", "64", "--reps", "1", "--explicit-limit-gb", "0.00001"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.train_step",
+            "--lengths",
+            "64",
+            "--d-model",
+            "32",
+            "--heads",
+            "4",
+            "--layers",
+            "2",
+            "--tokens",
+            "64",
+            "--reps",
+            "1",
+            "--explicit-limit-gb",
+            "0.00001",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     assert "explicit damcha r16 g2 stack" in result.stdout and "skipped: explicit scores need > 1e-05 GiB" in result.stdout
 
@@ -85,7 +188,11 @@ def test_train_step_benchmark_skips_an_explicit_form_that_cannot_fit() -> None:
 def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.store_scale", "--workers", "1", "2", "--seconds", "1", "--no-postgres"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     rows = [fields for fields in map(str.split, result.stdout.splitlines()) if fields[:1] == ["sqlite"] and fields[1].isdigit()]
     assert [row[1] for row in rows] == ["1", "2"]
@@ -95,8 +202,14 @@ def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
 def test_infeasible_benchmark_prints_told_and_untold_for_each_sampler() -> None:
     from benchmarks.infeasible import SAMPLERS
 
-    result = subprocess.run([sys.executable, "-m", "benchmarks.infeasible", "--trials", "16", "--seeds", "1"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.infeasible", "--trials", "16", "--seeds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     rows = result.stdout.splitlines()[2:]
     assert [row[:24].strip() for row in rows] == [name for name in SAMPLERS for _ in range(2)]
     assert [row.split()[-3] for row in rows] == ["no", "yes"] * len(SAMPLERS)

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
-from trainers.attention import ATTENTION, DAMCHA, DAMCHAKnobs, MHAKnobs, parse_sharing
 from naming import lookup
+from trainers.attention import ATTENTION, DAMCHA, DAMCHAKnobs, MHAKnobs, parse_sharing
 from trainers.knobs import knob, knob_fields, knob_names
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")

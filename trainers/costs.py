@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.utils._python_dispatch
+from torch import Tensor, nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
-from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop, sdpa_flop
 
 from trainers.attention import MetricGenerator
@@ -55,6 +55,7 @@ def count_parameters(model: nn.Module) -> ParameterCounts:
     Returns:
         The counts.
     """
+
     def size(modules: list[nn.Module]) -> int:
         return sum(p.numel() for m in modules for p in m.parameters())
 
@@ -301,6 +302,7 @@ def measure_training(
     Returns:
         The throughput.
     """
+
     def synchronize() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)

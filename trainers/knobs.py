@@ -38,8 +38,16 @@ class KnobSpec:
     layer_argument: bool = True
 
 
-def knob(default: Any, *, help: str, choices: tuple[Any, ...] | None = None, low: float | None = None,
-         high: float | None = None, log: bool = False, layer_argument: bool = True) -> Any:  # fmt: skip
+def knob(
+    default: Any,
+    *,
+    help: str,
+    choices: tuple[Any, ...] | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    log: bool = False,
+    layer_argument: bool = True,
+) -> Any:
     """A dataclass field that is a knob (see ``KnobSpec`` for the arguments).
 
     Raises:

@@ -21,7 +21,24 @@ _OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|Cannot allocat
 
 
 class TrainingOutOfMemoryError(MemoryError):
-    """A run needed more memory than it had; the message names the budget and the fix."""
+    """A run needed more memory than it had.
+
+    Attributes:
+        detail: The allocator's own first line.
+        on_gpu: It was accelerator memory (PyTorch's ``OutOfMemoryError``), not host memory.
+        budget_bytes: The run's host-memory budget, or None.
+    """
+
+    def __init__(self, detail: str, on_gpu: bool, budget_bytes: int | None) -> None:
+        super().__init__(detail, on_gpu, budget_bytes)  # the arguments are what pickling (across Ray) keeps
+        self.detail, self.on_gpu, self.budget_bytes = detail, on_gpu, budget_bytes
+
+    def __str__(self) -> str:
+        if self.on_gpu:
+            return f"out of GPU memory: {self.detail}"
+        if self.budget_bytes is None:
+            return f"out of memory: {self.detail}"
+        return f"out of memory: the run's budget of {self.budget_bytes / GIB:.3g} GiB was not enough ({self.detail})"
 
 
 def data_segment_bytes() -> int:
@@ -54,7 +71,9 @@ def memory_budget(budget_bytes: int | None) -> Iterator[None]:
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
         if not is_out_of_memory(error) or isinstance(error, TrainingOutOfMemoryError):
             raise
-        raise TrainingOutOfMemoryError(_explain(error, budget_bytes)) from error
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        on_gpu = type(error).__name__ == "OutOfMemoryError"  # torch's, raised for accelerator memory only
+        raise TrainingOutOfMemoryError(detail, on_gpu, budget_bytes) from error
     finally:
         resource.setrlimit(resource.RLIMIT_DATA, previous)
 
@@ -62,13 +81,3 @@ def memory_budget(budget_bytes: int | None) -> Iterator[None]:
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` is an allocation failure (host or GPU), not some other runtime error."""
     return isinstance(error, MemoryError) or bool(_OUT_OF_MEMORY.search(str(error)))
-
-
-def _explain(error: BaseException, budget_bytes: int | None) -> str:
-    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if type(error).__name__ == "OutOfMemoryError":  # torch's, raised for accelerator memory only
-        return f"out of GPU memory: {detail}; give each trial a whole GPU (--gpus-per-trial) or search smaller models"
-    if budget_bytes is None:
-        return f"out of memory: {detail}; give each trial more memory or search smaller models"
-    return (f"out of memory: the trial's budget of {budget_bytes / GIB:.3g} GiB (--trial-memory) was not enough "
-            f"({detail}); raise --trial-memory or search smaller models")  # fmt: skip

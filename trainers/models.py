@@ -83,7 +83,10 @@ class TransformerStack(nn.Module):
         self.blocks = nn.ModuleList(
             Block(
                 build_attention(
-                    config.attention, config.d_model, config.num_heads, **_attention_arguments(config, own_generator=i % group == 0)
+                    config.attention,
+                    config.d_model,
+                    config.num_heads,
+                    **_attention_arguments(config, own_generator=i % group == 0),
                 ),
                 d_model=config.d_model,
                 mlp_width=config.mlp_width,

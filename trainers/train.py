@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trainers.knobs import knob
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, device_name, model_flops, peak_flops, peak_memory
 from trainers.data.batches import iterate_batches, iterate_pair_batches
 from trainers.data.recall import IGNORE
+from trainers.knobs import knob
 from trainers.models import build_model
 
 PRECISIONS = ("fp32", "bf16")
@@ -79,7 +79,20 @@ class TrainConfig:
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite; the message names the step."""
+    """The training loss became NaN or infinite.
+
+    Attributes:
+        loss: The first non-finite loss.
+        step: The step that produced it.
+        steps: The run's planned steps.
+    """
+
+    def __init__(self, loss: float, step: int, steps: int) -> None:
+        super().__init__(loss, step, steps)  # the arguments are what pickling (across Ray) keeps
+        self.loss, self.step, self.steps = loss, step, steps
+
+    def __str__(self) -> str:
+        return f"training loss is {self.loss} at step {self.step} of {self.steps}"
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,9 @@ def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.
     """AdamW, with the fused kernel where this PyTorch has one for the device."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     try:
-        return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay, fused=device.type in ("cuda", "cpu"))
+        return torch.optim.AdamW(
+            parameters, lr=config.learning_rate, weight_decay=config.weight_decay, fused=device.type in ("cuda", "cpu")
+        )
     except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
         return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
 
@@ -336,7 +351,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         loss_sum, loss_count = loss_sum + loss, loss_count + 1
         if step == 1 or step in report_steps or device.type != "cuda":  # a CPU step costs nothing to check
             if bad_step := int(first_bad_step):  # stop here: every later step would be wasted
-                raise NonFiniteLossError(f"training loss is {float(first_bad_loss)} at step {bad_step} of {train_config.steps}")
+                raise NonFiniteLossError(float(first_bad_loss), int(bad_step), train_config.steps)
         if length not in flops_by_length:  # bucketed batches repeat few lengths
             flops_by_length[length] = model_flops(model_config, length)
         done = (len(batch["labels"]), batch_tokens, flops_by_length[length].training_step(len(batch["labels"])))

@@ -10,15 +10,28 @@ from reports.analysis import configurations, difference_interval, headline, mean
 
 def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
     """Rows of (attention, metric_rank, accuracy, flops); baselines are the MHA rows."""
-    return pd.DataFrame([
-        {"number": i, "state": "COMPLETE", "attention": a, "metric_rank": r if a == "damcha" else None,
-         "baseline": a == "mha", "val_accuracy": acc, "flops_per_example": flops, "parameters": 10, "examples_per_s": 50.0}
-        for i, (a, r, acc, flops) in enumerate(rows)
-    ])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "number": i,
+                "state": "COMPLETE",
+                "attention": a,
+                "metric_rank": r if a == "damcha" else None,
+                "baseline": a == "mha",
+                "val_accuracy": acc,
+                "flops_per_example": flops,
+                "parameters": 10,
+                "examples_per_s": 50.0,
+            }
+            for i, (a, r, acc, flops) in enumerate(rows)
+        ]
+    )
 
 
 def test_repeats_of_a_configuration_are_one_row_with_an_interval() -> None:
-    configs = configurations(frame([("mha", 0, 0.30, 100), ("mha", 0, 0.32, 100), ("damcha", 4, 0.40, 90)]), ["attention", "metric_rank"])
+    configs = configurations(
+        frame([("mha", 0, 0.30, 100), ("mha", 0, 0.32, 100), ("damcha", 4, 0.40, 90)]), ["attention", "metric_rank"]
+    )
     mha = configs[configs["baseline"]].iloc[0]
     assert mha["seeds"] == 2 and mha["numbers"] == [0, 1] and np.isclose(mha["mean_accuracy"], 0.31)
     assert 0.30 <= mha["ci_low"] <= mha["ci_high"] <= 0.32
@@ -37,7 +50,9 @@ def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
 
 def test_headline_ignores_damcha_that_costs_more_than_the_best_mha() -> None:
     dear = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.50, 150)])
-    assert headline(configurations(dear, ["attention", "metric_rank"])).sentence.startswith("No DAMCHA configuration completed at or below")
+    assert headline(configurations(dear, ["attention", "metric_rank"])).sentence.startswith(
+        "No DAMCHA configuration completed at or below"
+    )
 
 
 def test_bootstrap_intervals_cover_the_truth_and_need_two_values() -> None:

@@ -16,8 +16,17 @@ from tests.conftest import SMOKE_STUDY
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
 FIGURES = ("pareto-figure", "pareto-parameters", "pareto-time", "knob-effects", "learning-curves")
 # Headless Chromium as root (NOTES.md): no sandbox, no GPU, nothing fetched in the background.
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--hide-scrollbars", "--virtual-time-budget=20000")  # fmt: skip
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--virtual-time-budget=20000",
+)
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,21 @@ def store(tmp_path: Path) -> str:
         study = optuna.create_study(study_name=name, storage=open_storage(url), directions=["maximize", "minimize"])
         study.set_user_attr("question", "<b>bold?</b>")
         for attention, accuracy, flops in (("mha", 0.3, 100.0), ("damcha", 0.35, 90.0), (IMAGE, 0.2, 50.0)):
-            study.add_trial(create_trial(
-                params={"attention": attention}, distributions={"attention": ATTENTION},
-                values=[accuracy, flops], state=TrialState.COMPLETE, intermediate_values={10: accuracy},
-                user_attrs={"baseline": attention == "mha", "flops_per_example": flops, "examples_per_s": 100.0, "parameters": 10},
-            ))  # fmt: skip
+            study.add_trial(
+                create_trial(
+                    params={"attention": attention},
+                    distributions={"attention": ATTENTION},
+                    values=[accuracy, flops],
+                    state=TrialState.COMPLETE,
+                    intermediate_values={10: accuracy},
+                    user_attrs={
+                        "baseline": attention == "mha",
+                        "flops_per_example": flops,
+                        "examples_per_s": 100.0,
+                        "parameters": 10,
+                    },
+                )
+            )
     return url
 
 

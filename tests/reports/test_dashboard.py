@@ -30,8 +30,11 @@ def get_json(url: str) -> dict:
 def dashboard(smoke_run: dict):
     port = free_port()
     executable = Path(sys.executable).with_name("optuna-dashboard")
-    process = subprocess.Popen([str(executable), smoke_run["url"], "--host", "127.0.0.1", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        [str(executable), smoke_run["url"], "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -41,7 +44,10 @@ def dashboard(smoke_run: dict):
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    pytest.fail(f"optuna-dashboard did not answer: {process.stderr.read().decode() if process.poll() is not None else 'timeout'}")
+                    pytest.fail(
+                        "optuna-dashboard did not answer: "
+                        + (process.stderr.read().decode() if process.poll() is not None else "timeout")
+                    )
                 time.sleep(0.2)
         yield base
     finally:

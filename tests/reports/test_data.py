@@ -9,8 +9,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from storage.trials import beats_baselines, pareto_mask, trials_frame
 from storage import open_storage
+from storage.trials import beats_baselines, pareto_mask, trials_frame
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))
 RANK = CategoricalDistribution((4, 8, "full"))
@@ -21,9 +21,14 @@ def add(study: optuna.Study, attention: str, accuracy: float, flops: float, *, r
     if rank is not None:
         params["metric_rank"], distributions["metric_rank"] = rank, RANK
     values = [accuracy, flops] if state == TrialState.COMPLETE else None
-    trial = create_trial(params=params, distributions=distributions, values=values, state=state,
-                         intermediate_values={10: accuracy},
-                         user_attrs={"baseline": attention == "mha", "flops_per_example": flops})  # fmt: skip
+    trial = create_trial(
+        params=params,
+        distributions=distributions,
+        values=values,
+        state=state,
+        intermediate_values={10: accuracy},
+        user_attrs={"baseline": attention == "mha", "flops_per_example": flops},
+    )
     study.add_trial(trial)
 
 
@@ -60,8 +65,14 @@ def test_report_of_a_study_whose_trials_all_failed(tmp_path: Path) -> None:
     from reports.html import write_report
 
     study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
-    study.add_trial(create_trial(params={"attention": "mha"}, distributions={"attention": ATTENTION}, state=TrialState.FAIL,
-                                 user_attrs={"baseline": True, "error": "ValueError: <boom>"}))  # fmt: skip
+    study.add_trial(
+        create_trial(
+            params={"attention": "mha"},
+            distributions={"attention": ATTENTION},
+            state=TrialState.FAIL,
+            user_attrs={"baseline": True, "error": "ValueError: <boom>"},
+        )
+    )
     empty = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
     assert beats_baselines(trials_frame(study)).empty
     for one in (study, empty):

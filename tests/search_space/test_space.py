@@ -8,7 +8,9 @@ import pytest
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 
-SPACE = SearchSpace(knobs=KNOBS, searched=("attention", "num_heads", "metric_rank", "generator_depth", "generator_width"), rules=RULES)
+SPACE = SearchSpace(
+    knobs=KNOBS, searched=("attention", "num_heads", "metric_rank", "generator_depth", "generator_width"), rules=RULES
+)
 
 
 def test_damcha_knobs_exist_only_for_damcha_trials() -> None:
@@ -39,10 +41,14 @@ def test_resolve_completes_with_defaults_and_drops_inactive_knobs() -> None:
         ({"metric_rank": 3}, r"knob metric_rank=3 is outside its domain: one of 1, 2, 4"),
         ({"num_layers": 2.5}, r"knob num_layers=2.5 is outside its domain: an integer in 1..12"),
         ({"attention": "mha", "metric_rank": 4}, r"knob metric_rank=4 applies only when attention in \('damcha',\)"),
-        ({"attention": "damcha", "d_model": 32, "num_heads": 16, "metric_rank": 64},
-         r"forbidden combination: metric_rank=64 must be an integer in 1..d_model=32 or 'full'"),
-        ({"d_model": 64, "num_heads": 32, "attention": "damcha", "sharing": "group:4", "num_layers": 2},
-         r"forbidden combination: sharing='group:4' is not allowed; allowed: .* num_layers=2"),
+        (
+            {"attention": "damcha", "d_model": 32, "num_heads": 16, "metric_rank": 64},
+            r"forbidden combination: metric_rank=64 must be an integer in 1..d_model=32 or 'full'",
+        ),
+        (
+            {"d_model": 64, "num_heads": 32, "attention": "damcha", "sharing": "group:4", "num_layers": 2},
+            r"forbidden combination: sharing='group:4' is not allowed; allowed: .* num_layers=2",
+        ),
     ],
 )
 def test_bad_configurations_are_named(values: dict, message: str) -> None:

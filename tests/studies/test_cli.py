@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from studies.registry import STUDIES, get_study
 from storage import single_writer
+from studies.registry import STUDIES, get_study
 from studies.run import build_parser, main
 
 
@@ -34,9 +34,14 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         (["lra_sharing", "--preset", "smoke", "--trials", "1"], "--trials 1 is fewer than the 2 MHA baselines"),
         (["lra_sharing", "--fix", "metric_rnk=4"], "unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
         (["lra_sharing", "--fix", "metric_rank"], "'metric_rank' is not KNOB=VALUE"),
-        (["lra_sharing", "--preset", "smoke", "--fix", "metric_rank=16"], r"knob metric_rank=16 is outside the smoke preset's domain: one of 4, 8"),
-        (["lra_sharing", "--fix", "metric_mode=rowsum", "--fix", "metric_form=mahalanobis"],
-         "forbidden combination: metric_form='mahalanobis' is not allowed with metric_mode='rowsum'"),
+        (
+            ["lra_sharing", "--preset", "smoke", "--fix", "metric_rank=16"],
+            r"knob metric_rank=16 is outside the smoke preset's domain: one of 4, 8",
+        ),
+        (
+            ["lra_sharing", "--fix", "metric_mode=rowsum", "--fix", "metric_form=mahalanobis"],
+            "forbidden combination: metric_form='mahalanobis' is not allowed with metric_mode='rowsum'",
+        ),
         (["lra_sharing", "--fix", "attention=mha"], "knob 'attention' is set by study 'lra_sharing' itself"),
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
@@ -66,7 +71,17 @@ def test_help_explains_every_option_with_its_default() -> None:
     for action in parser._actions:
         if action.option_strings and action.dest not in ("help", "list"):
             assert action.help and "default" in action.help, action.dest
-    for option in ("--preset", "--trials", "--storage", "--address", "--cpus-per-trial", "--gpus-per-trial", "--seed", "--report", "--fresh"):
+    for option in (
+        "--preset",
+        "--trials",
+        "--storage",
+        "--address",
+        "--cpus-per-trial",
+        "--gpus-per-trial",
+        "--seed",
+        "--report",
+        "--fresh",
+    ):
         assert option in text
 
 
@@ -74,8 +89,10 @@ def test_help_explains_every_option_with_its_default() -> None:
     ("argv", "message"),
     [
         (["lra_sharing", "--address", "127.0.0.1:1"], r"cannot reach the Ray cluster at --address 127.0.0.1:1"),
-        (["lra_sharing", "--storage", "postgresql+psycopg://bob:s3cret@127.0.0.1:1/optuna"],
-         r"storage URL 'postgresql\+psycopg://bob:\*\*\*@127.0.0.1:1/optuna': cannot open the database"),
+        (
+            ["lra_sharing", "--storage", "postgresql+psycopg://bob:s3cret@127.0.0.1:1/optuna"],
+            r"storage URL 'postgresql\+psycopg://bob:\*\*\*@127.0.0.1:1/optuna': cannot open the database",
+        ),
         (["lra_sharing", "--storage", "env:DAMCHA_TEST_UNSET"], "environment variable DAMCHA_TEST_UNSET is not set"),
     ],
 )

@@ -23,10 +23,25 @@ def test_smoke_study_on_a_ray_head_joined_by_address(how: str, ray_head: dict, t
     url = f"sqlite:///{tmp_path / 'store.db'}"
     address = ray_head["address"] if how == "host:port" else "auto"
     result = subprocess.run(
-        [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--address", address,
-         "--storage", url, "--data-cache", str(tmp_path / "data")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "studies.run",
+            "lra_sharing",
+            "--preset",
+            "smoke",
+            "--address",
+            address,
+            "--storage",
+            url,
+            "--data-cache",
+            str(tmp_path / "data"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     trials = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
     assert len(trials) == 6 and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
@@ -38,11 +53,33 @@ def test_smoke_study_as_a_ray_job(ray_head: dict, tmp_path: Path) -> None:
     ray = str(Path(sys.executable).with_name("ray"))
     for _ in range(6):  # a fresh head's job agent may still be registering
         result = subprocess.run(
-            [ray, "job", "submit", "--address", ray_head["jobs"], "--working-dir", str(ROOT), "--",
-             sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--storage", url,
-             "--data-cache", str(tmp_path / "data"), "--report", str(tmp_path / "report.html")],
-            capture_output=True, text=True, timeout=300, env=os.environ | {"RAY_AUTH_MODE": "token"},
-        )  # fmt: skip
+            [
+                ray,
+                "job",
+                "submit",
+                "--address",
+                ray_head["jobs"],
+                "--working-dir",
+                str(ROOT),
+                "--",
+                sys.executable,
+                "-m",
+                "studies.run",
+                "lra_sharing",
+                "--preset",
+                "smoke",
+                "--storage",
+                url,
+                "--data-cache",
+                str(tmp_path / "data"),
+                "--report",
+                str(tmp_path / "report.html"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=os.environ | {"RAY_AUTH_MODE": "token"},
+        )
         if "No available agent" not in result.stderr:
             break
         time.sleep(5)

@@ -2,33 +2,62 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.trial import TrialState
-
-from storage import open_storage
-from dataclasses import replace
+from ray.exceptions import ActorDiedError
 
 from search_space.knobs import KNOBS, RULES
-from search_space.space import SearchSpace, SearchSpaceError
+from search_space.space import Choice, SearchSpace, SearchSpaceError
+from storage import open_storage
+from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, outcome
 from studies.ledger import Ledger, PlannedTrial
-from studies.registry import LRA_SHARING
-from studies.sampler import INFEASIBLE_ATTRIBUTE, InfeasibleAwareSampler
+from studies.registry import LRA_SHARING, Study
+from studies.sampler import TRAINABLE
 
 PRESET = LRA_SHARING.preset("smoke")
 
 
-def make_ledger(tmp_path: Path, queue: list[PlannedTrial], searched: int) -> Ledger:
-    store = optuna.create_study(
-        study_name="ledger", storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"), directions=["maximize", "minimize"]
+def make_ledger(
+    tmp_path: Path,
+    queue: list[PlannedTrial],
+    searched: int,
+    *,
+    definition: Study = LRA_SHARING,
+    space: SearchSpace | None = None,
+    fixed: dict | None = None,
+    sampler: optuna.samplers.BaseSampler | None = None,
+) -> Ledger:
+    """A ledger over a new study in a real SQLite store (the smoke preset's space unless ``space``)."""
+    storage = open_storage(f"sqlite:///{tmp_path / 'store.db'}")
+    store = optuna.create_study(storage=storage, directions=["maximize", "minimize"], sampler=sampler)
+    return Ledger(
+        store,
+        storage=storage,
+        definition=definition,
+        preset=PRESET,
+        space=space or definition.space_for(PRESET),
+        queue=queue,
+        searched=searched,
+        fixed=fixed or {},
+        seed=3,
+        run_attributes={"preset": "smoke"},
+        cache_dir=str(tmp_path),
     )
-    return Ledger(store, LRA_SHARING, PRESET, LRA_SHARING.space_for(PRESET), queue, searched, {}, 3, {"preset": "smoke"}, str(tmp_path))
 
 
 def report(step: int, final: bool = False) -> dict:
-    return {"step": step, "val_accuracy": step / 100, "final": final, "flops_per_example": 1000.0, "parameters": 10, "wall_seconds": 1.5}
+    return {
+        "step": step,
+        "val_accuracy": step / 100,
+        "final": final,
+        "flops_per_example": 1000.0,
+        "parameters": 10,
+        "wall_seconds": 1.5,
+    }
 
 
 def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> None:
@@ -55,32 +84,33 @@ def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> No
     assert trials[1].state == TrialState.PRUNED and trials[1].user_attrs["pruned_at_step"] == 20 == trials[1].last_step
     assert trials[2].state == TrialState.FAIL and trials[2].user_attrs["error"].startswith("ValueError: boom")
     assert trials[3].state == TrialState.FAIL and trials[3].user_attrs["error"] == "stopped before its first report"
-    assert ledger.finished == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 2}
+    assert ledger.finished == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 2, INFEASIBLE: 0}
 
 
 def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 2)
     first, other = ledger.ask("a"), ledger.ask("b")
-    ledger.finish(other["number"], report(20), "ValueError: training raised")
+    ledger.finish(other["number"], report(20), "ValueError: training raised", ValueError("training raised"))
     assert ledger.ask("c") is None and not ledger.queue  # an exception is not retried
     died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
     number = first["number"]
     for attempt in (1, 2):
-        ledger.finish(number, report(20), died)
+        ledger.finish(number, report(20), died, ActorDiedError())
         retry = ledger.ask(f"retry-{attempt}")
         assert retry is not None and retry["model"] == first["model"]
         trial = ledger.study.get_trials()[-1]
-        assert trial.user_attrs["retry_of"] == number and "ActorDiedError" in ledger.study.get_trials()[number].user_attrs["error"]
+        assert (
+            trial.user_attrs["retry_of"] == number and "ActorDiedError" in ledger.study.get_trials()[number].user_attrs["error"]
+        )
         number = retry["number"]
-    ledger.finish(number, report(20), died)
+    ledger.finish(number, report(20), died, ActorDiedError())
     assert ledger.ask("retry-3") is None and ledger.done()  # two retries, then given up
 
 
 def rule_breaking_ledger(tmp_path: Path, sampler: optuna.samplers.BaseSampler) -> Ledger:
     """40 DAMCHA trials over metric_mode x metric_form, where rowsum with mahalanobis is forbidden."""
     space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
-    store = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"), directions=["maximize", "minimize"], sampler=sampler)
-    return Ledger(store, replace(LRA_SHARING, space=space), PRESET, space, [], 40, {}, 3, {}, str(tmp_path))
+    return make_ledger(tmp_path, [], 40, definition=replace(LRA_SHARING, space=space), space=space, sampler=sampler)
 
 
 def run_all(ledger: Ledger) -> None:
@@ -90,19 +120,25 @@ def run_all(ledger: Ledger) -> None:
         ledger.finish(config["number"], report(60, final=True), None)
 
 
-def test_forbidden_combinations_are_failed_before_training_and_the_sampler_learns_the_rule(tmp_path: Path) -> None:
-    ledger = rule_breaking_ledger(tmp_path, InfeasibleAwareSampler(optuna.samplers.TPESampler(seed=0)))
+def test_forbidden_combinations_are_infeasible_before_training_and_the_sampler_learns_the_rule(tmp_path: Path) -> None:
+    ledger = rule_breaking_ledger(tmp_path, optuna.samplers.TPESampler(seed=0))
     run_all(ledger)
     trials = ledger.study.get_trials()
-    rejected = [t for t in trials if t.state == TrialState.FAIL]
+    rejected = [t for t in trials if outcome(t) == INFEASIBLE]
     assert rejected and all(t.user_attrs["error"].startswith("rejected before training: forbidden combination") for t in rejected)
     assert all(t.user_attrs[INFEASIBLE_ATTRIBUTE] == "forbidden combination" for t in rejected)
+    assert all(t.state == TrialState.COMPLETE and t.constraints == {TRAINABLE: 1.0} for t in rejected)  # Optuna's own terms
+    assert len(trials) - len(rejected) == 40  # they use no budget
     late = trials[len(trials) // 2 :]  # told, TPE proposes the forbidden corner less than its prior 1/4
-    assert sum(t.state == TrialState.FAIL for t in late) < len(late) / 4
+    assert sum(outcome(t) == INFEASIBLE for t in late) < len(late) / 4
 
-    untold = rule_breaking_ledger(tmp_path / "untold", optuna.samplers.TPESampler(seed=0))
+
+def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -> None:
+    space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
+    space = space.narrowed({"metric_mode": Choice(("rowsum",)), "metric_form": Choice(("mahalanobis",))})  # all forbidden
+    ledger = make_ledger(tmp_path, [], 40, definition=replace(LRA_SHARING, space=space), space=space)
     with pytest.raises(SearchSpaceError, match="50 sampled configurations in a row broke the study's rules"):
-        run_all(untold)  # not told, the same sampler soon proposes nothing else
+        ledger.ask("ray-0")
 
 
 def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_it(tmp_path: Path) -> None:
@@ -110,24 +146,22 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_
 
     space, others = pinned_space(LRA_SHARING, PRESET, {"metric_form": "mahalanobis"})  # not searched by the study
     assert others == {"metric_form": "mahalanobis"}
-    store = optuna.create_study(study_name="pinned", storage=open_storage(f"sqlite:///{tmp_path / 'store.db'}"),
-                                directions=["maximize", "minimize"])  # fmt: skip
     baseline = PlannedTrial(fixed=LRA_SHARING.baselines(space)[0], baseline=True)
-    ledger = Ledger(store, LRA_SHARING, PRESET, space, [baseline], 2, others, 0, {}, str(tmp_path))
+    ledger = make_ledger(tmp_path, [baseline], 2, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert configs[0]["model"]["attention"] == "mha"
     assert all(c["model"]["attention"] == "damcha" and c["model"]["metric_form"] == "mahalanobis" for c in configs[1:])
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
+    from studies.failures import SharedGPUOutOfMemoryError
     from studies.ledger import MAX_RETRIES
-    from studies.trainable import SHARED_GPU
 
     ledger = make_ledger(tmp_path, [], 1)
     number = ledger.ask("ray-0")["number"]
-    error = f"TrainingOutOfMemoryError: out of GPU memory: CUDA out of memory ({SHARED_GPU}, 0.5 of it)"
+    exception = SharedGPUOutOfMemoryError("CUDA out of memory", True, None, 0.5)
     for attempt in range(MAX_RETRIES + 1):
-        ledger.finish(number, None, error)
+        ledger.finish(number, None, f"SharedGPUOutOfMemoryError: {exception}", exception)
         retried = bool(ledger.queue)
         if attempt < MAX_RETRIES:
             assert retried and ledger.queue[0].retry_of == number

@@ -15,7 +15,9 @@ from tests.conftest import SMOKE_STUDY
 def test_smoke_study_on_postgresql(postgres_url: str, local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAMCHA_PG_URL", postgres_url)
-    assert main(["lra_sharing", "--preset", "smoke", "--storage", "env:DAMCHA_PG_URL", "--data-cache", str(tmp_path / "data")]) == 0
+    assert (
+        main(["lra_sharing", "--preset", "smoke", "--storage", "env:DAMCHA_PG_URL", "--data-cache", str(tmp_path / "data")]) == 0
+    )
     trials = optuna.load_study(study_name=SMOKE_STUDY, storage=postgres_url).get_trials()
     assert len(trials) == 6 and {t.state for t in trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
     assert sum(bool(t.user_attrs["baseline"]) for t in trials) == 2
@@ -27,9 +29,25 @@ def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Pat
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--fix", "num_heads=2",
-               "--storage", postgres_url, "--data-cache", str(tmp_path / "data"), "--trials", "6"]  # fmt: skip
-    drivers = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "studies.run",
+        "lra_sharing",
+        "--preset",
+        "smoke",
+        "--fix",
+        "num_heads=2",
+        "--storage",
+        postgres_url,
+        "--data-cache",
+        str(tmp_path / "data"),
+        "--trials",
+        "6",
+    ]
+    drivers = [
+        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)
+    ]
     outputs = [driver.communicate(timeout=600)[0] for driver in drivers]
     assert [driver.returncode for driver in drivers] == [0, 0], outputs
     trials = optuna.load_study(study_name=f"{SMOKE_STUDY}-num_heads=2", storage=postgres_url).get_trials()

@@ -39,7 +39,17 @@ def test_a_study_on_a_password_protected_store_writes_the_password_nowhere(
     if given == "environment":
         monkeypatch.setenv("DAMCHA_SECRET_URL", url)
         storage = "env:DAMCHA_SECRET_URL"
-    argv = ["lra_sharing", "--preset", "smoke", "--fix", "num_heads=4", "--storage", storage, "--data-cache", str(tmp_path / "data")]
+    argv = [
+        "lra_sharing",
+        "--preset",
+        "smoke",
+        "--fix",
+        "num_heads=4",
+        "--storage",
+        storage,
+        "--data-cache",
+        str(tmp_path / "data"),
+    ]
 
     assert main([*argv, "--fresh"] if given == "environment" else argv) == 0
 

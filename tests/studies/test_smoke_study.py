@@ -15,10 +15,24 @@ PRESET = LRA_SHARING.preset("smoke")
 STEPS = PRESET.train.steps
 REPORT_STEPS = PRESET.train.report_steps()
 ATTRIBUTES = {
-    "baseline", "parameters", "attention_parameters", "flops_per_example", "examples_per_s", "tokens_per_s",
-    "peak_memory_bytes", "wall_seconds", "device", "seed", "ray_trial_id", "preset", "code_version",
-    "model_config", "train_config", "task", "reached_step",
-}  # fmt: skip
+    "baseline",
+    "parameters",
+    "attention_parameters",
+    "flops_per_example",
+    "examples_per_s",
+    "tokens_per_s",
+    "peak_memory_bytes",
+    "wall_seconds",
+    "device",
+    "seed",
+    "ray_trial_id",
+    "preset",
+    "code_version",
+    "model_config",
+    "train_config",
+    "task",
+    "reached_step",
+}
 
 
 def test_every_trial_is_complete_or_pruned_with_its_record(smoke_run: dict) -> None:
@@ -55,7 +69,9 @@ def test_mha_baselines_run_first_at_every_head_count(smoke_run: dict) -> None:
     assert sorted(t.params["num_heads"] for t in baselines) == [2, 4]
     assert all(t.params == {"attention": "mha", "d_model": 32, "num_heads": t.params["num_heads"]} for t in baselines)
     searched = [t for t in trials if not t.user_attrs["baseline"]]
-    assert all(t.params["attention"] == "damcha" and {"sharing", "metric_rank", "generator_depth"} <= set(t.params) for t in searched)
+    assert all(
+        t.params["attention"] == "damcha" and {"sharing", "metric_rank", "generator_depth"} <= set(t.params) for t in searched
+    )
 
 
 def test_report_holds_the_pareto_figure_and_works_offline(smoke_run: dict) -> None:
@@ -89,7 +105,9 @@ def test_seed_repeats_rerun_front_and_baselines_to_completion(smoke_run: dict) -
         assert repeat.params == original.params and repeat.user_attrs["seed"] != original.user_attrs["seed"]
         assert repeat.user_attrs["baseline"] == original.user_attrs["baseline"]
     assert {t.user_attrs["repeat_of"] for t in repeats if t.user_attrs["baseline"]} >= {
-        t.number for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE and "repeat_of" not in t.user_attrs
+        t.number
+        for t in trials
+        if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE and "repeat_of" not in t.user_attrs
     }
     page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
     assert "bootstrap over" in page or "No DAMCHA configuration completed" in page

@@ -98,9 +98,15 @@ def test_measure_training_reports_throughput() -> None:
 
 @pytest.mark.parametrize(
     ("name", "bf16"),
-    [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12), ("NVIDIA H100 NVL", 835e12),
-     ("NVIDIA H100 Something New", None), ("cpu", None)],
-)  # fmt: skip
+    [
+        ("NVIDIA H100 80GB HBM3", 989e12),
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA H100 NVL", 835e12),
+        ("NVIDIA H100 Something New", None),
+        ("cpu", None),
+    ],
+)
 def test_model_flop_utilisation_knows_exact_parts_only(name: str, bf16: float | None) -> None:
     from trainers.costs import peak_flops_of
 

@@ -35,8 +35,8 @@ def test_an_allocation_over_the_budget_fails_with_a_reason_and_the_limit_comes_b
         torch.ones(2**30, dtype=torch.uint8)  # outside the budget: fine again
         print("after: ok")
     """)
-    assert "raised: out of memory: the trial's budget of 0.25 GiB (--trial-memory) was not enough" in output
-    assert "can't allocate memory" in output and "raise --trial-memory or search smaller models" in output
+    assert "raised: out of memory: the run's budget of 0.25 GiB was not enough" in output
+    assert "can't allocate memory" in output and "--" not in output.split("raised:")[1]  # no command-line flags here
     assert "cause: RuntimeError" in output and "after: ok" in output
 
 
@@ -75,4 +75,4 @@ def test_a_model_too_big_for_the_budget_fails_training_and_a_small_one_trains(tm
             print("big:", error)
     """)
     assert "small: 4" in output
-    assert "big: out of memory: the trial's budget of 0.25 GiB" in output
+    assert "big: out of memory: the run's budget of 0.25 GiB" in output

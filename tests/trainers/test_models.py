@@ -114,8 +114,19 @@ def test_from_dict_rejects_unknown_knobs() -> None:
 
 @pytest.mark.parametrize("sharing", ["layer", "stack"])
 def test_explicit_damcha_model_computes_what_the_fused_one_does(sharing: str) -> None:
-    knobs = dict(vocab_size=20, num_classes=3, max_length=12, d_model=16, num_heads=4, mlp_width=16, num_layers=2,
-                 metric_rank=4, generator_depth=1, generator_width=8, sharing=sharing)  # fmt: skip
+    knobs = dict(
+        vocab_size=20,
+        num_classes=3,
+        max_length=12,
+        d_model=16,
+        num_heads=4,
+        mlp_width=16,
+        num_layers=2,
+        metric_rank=4,
+        generator_depth=1,
+        generator_width=8,
+        sharing=sharing,
+    )
     torch.manual_seed(0)
     fused = build_model(ModelConfig(attention="damcha", **knobs))
     torch.manual_seed(0)

@@ -22,16 +22,28 @@ SPEC = ListOpsSpec(seed=0, min_length=5, max_length=30, train_size=128, val_size
 
 
 def listops_model(attention: str) -> ModelConfig:
-    return ModelConfig(vocab_size=len(LISTOPS_VOCABULARY), num_classes=10, max_length=30, d_model=32, num_heads=2,
-                       mlp_width=32, attention=attention, metric_rank=4)  # fmt: skip
+    return ModelConfig(
+        vocab_size=len(LISTOPS_VOCABULARY),
+        num_classes=10,
+        max_length=30,
+        d_model=32,
+        num_heads=2,
+        mlp_width=32,
+        attention=attention,
+        metric_rank=4,
+    )
 
 
 @pytest.mark.parametrize("attention", ["mha", "damcha"])
 def test_reports_every_evaluation_and_marks_the_last(tmp_path: Path, attention: str) -> None:
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     reports = []
-    result = train(listops_model(attention), TrainConfig(steps=10, batch_size=8, eval_every=4, device="cpu"), splits,
-                   report=lambda step, metrics: reports.append((step, metrics)))  # fmt: skip
+    result = train(
+        listops_model(attention),
+        TrainConfig(steps=10, batch_size=8, eval_every=4, device="cpu"),
+        splits,
+        report=lambda step, metrics: reports.append((step, metrics)),
+    )
     assert [step for step, _ in reports] == [4, 8, 10]
     assert [metrics["final"] for _, metrics in reports] == [False, False, True]
     assert result.metrics == reports[-1][1]
@@ -46,7 +58,9 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path: Path) -> None:
     splits = listops_generated(SPEC, cache_dir=tmp_path)
 
     def run(seed: int) -> tuple[float, float]:
-        metrics = train(listops_model("damcha"), TrainConfig(steps=6, batch_size=8, eval_every=6, seed=seed, device="cpu"), splits).metrics
+        metrics = train(
+            listops_model("damcha"), TrainConfig(steps=6, batch_size=8, eval_every=6, seed=seed, device="cpu"), splits
+        ).metrics
         return metrics["train_loss"], metrics["val_accuracy"]
 
     assert run(1) == run(1)
@@ -56,7 +70,9 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path: Path) -> None:
 def test_decoder_trains_on_recall_positions(tmp_path: Path) -> None:
     spec = RecallSpec(seed=0, num_examples=64, seq_len=32, num_pairs=4, vocab_size=32)
     splits = recall(spec, val_examples=16, cache_dir=tmp_path)
-    config = ModelConfig(vocab_size=32, num_classes=2, max_length=32, architecture="decoder", d_model=32, num_heads=2, mlp_width=32)
+    config = ModelConfig(
+        vocab_size=32, num_classes=2, max_length=32, architecture="decoder", d_model=32, num_heads=2, mlp_width=32
+    )
     metrics = train(config, TrainConfig(steps=4, batch_size=8, eval_every=4, device="cpu"), splits).metrics
     assert 0.0 <= metrics["val_accuracy"] <= 1.0 and metrics["final"]
 
@@ -69,7 +85,9 @@ def test_train_config_rejects_nonsense() -> None:
 
 def test_bf16_autocast_trains_with_the_fused_optimizer(tmp_path: Path) -> None:
     splits = listops_generated(SPEC, cache_dir=tmp_path)
-    metrics = train(listops_model("damcha"), TrainConfig(steps=4, batch_size=8, eval_every=4, device="cpu", precision="bf16"), splits).metrics
+    metrics = train(
+        listops_model("damcha"), TrainConfig(steps=4, batch_size=8, eval_every=4, device="cpu", precision="bf16"), splits
+    ).metrics
     assert metrics["final"] and 0 < metrics["train_loss"] < 10
     assert "model_flops_utilisation" not in metrics  # no known peak for a CPU
     with pytest.raises(ValueError, match="precision='fp16' is not allowed; allowed: fp32, bf16"):
@@ -81,7 +99,11 @@ def test_a_diverging_loss_stops_the_run_naming_the_step(tmp_path: Path) -> None:
 
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     with pytest.raises(NonFiniteLossError, match=r"training loss is (nan|inf) at step \d+ of 50"):
-        train(listops_model("mha"), TrainConfig(steps=50, batch_size=8, eval_every=50, warmup_steps=1, learning_rate=1e30, device="cpu"), splits)
+        train(
+            listops_model("mha"),
+            TrainConfig(steps=50, batch_size=8, eval_every=50, warmup_steps=1, learning_rate=1e30, device="cpu"),
+            splits,
+        )
 
 
 def test_compiled_graphs_keep_running_after_the_first_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,8 +122,12 @@ def test_compiled_graphs_keep_running_after_the_first_steps(tmp_path: Path, monk
     monkeypatch.setattr("trainers.train.compiled", lambda model: torch.compile(model, backend=counting_backend, dynamic=True))
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     seen = []
-    train(listops_model("damcha"), TrainConfig(steps=9, batch_size=8, eval_every=3, device="cpu", compile=True), splits,
-          report=lambda step, metrics: seen.append(len(calls)))  # fmt: skip
+    train(
+        listops_model("damcha"),
+        TrainConfig(steps=9, batch_size=8, eval_every=3, device="cpu", compile=True),
+        splits,
+        report=lambda step, metrics: seen.append(len(calls)),
+    )
     assert seen[0] > 0 and seen[0] < seen[1] < seen[2]  # compiled graphs run in every stretch of training, after step 2 too
 
 
@@ -118,8 +144,19 @@ def test_compile_seconds_are_recorded_and_left_out_of_the_throughput(tmp_path: P
         " listops_generated(SPEC, cache_dir=Path(sys.argv[2]))).metrics; print(json.dumps(m))"
     )
     environment = os.environ | {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "compile-cache")}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", script, str(ROOT), str(tmp_path)], env=environment, check=True,
-                                      capture_output=True, text=True, timeout=600).stdout.splitlines()[-1]) for _ in range(2)]  # fmt: skip
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script, str(ROOT), str(tmp_path)],
+                env=environment,
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
     cold, warm = runs
     assert cold["compile_seconds"] > 0 and warm["compile_seconds"] < 0.7 * cold["compile_seconds"]  # the kept cache is reused
     assert any((tmp_path / "compile-cache").iterdir())
@@ -155,7 +192,11 @@ def test_a_batch_without_padding_reaches_attention_without_a_mask(monkeypatch: p
 
     from trainers.train import _to
 
-    batch = {"tokens": torch.ones(2, 4, dtype=torch.long), "padding_mask": torch.ones(2, 4, dtype=torch.bool), "labels": torch.zeros(2)}
+    batch = {
+        "tokens": torch.ones(2, 4, dtype=torch.long),
+        "padding_mask": torch.ones(2, 4, dtype=torch.bool),
+        "labels": torch.zeros(2),
+    }
     assert _to(batch, torch.device("cpu"))["padding_mask"] is None
     batch["padding_mask"][1, 3] = False
     assert torch.equal(_to(batch, torch.device("cpu"))["padding_mask"], batch["padding_mask"])

@@ -14,11 +14,11 @@ from typing import Any
 
 from torch import nn
 
+from naming import lookup
 from trainers.attention.damcha import DAMCHA, DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES, DAMCHAKnobs, parse_sharing
 from trainers.attention.metric import Metric, MetricGenerator, sequence_context
 from trainers.attention.mha import MHAKnobs, MultiHeadAttention
 from trainers.attention.reference import ExplicitDAMCHA, reference_attention
-from naming import lookup
 
 ATTENTION: dict[str, type[nn.Module]] = {
     "mha": MultiHeadAttention,

@@ -68,8 +68,11 @@ class DAMCHAKnobs:
     metric_mode: MetricMode = knob("cross", choices=METRIC_MODES, help="cross-head metric or the authors' rowsum mode")
     generator_depth: int = knob(1, choices=(0, 1, 2, 3), help="hidden layers of the metric generator (0 = static metric)")
     generator_width: int = knob(64, choices=(16, 32, 64, 128, 256), help="hidden width of the metric generator")
-    metric_chunk: int = knob(DEFAULT_METRIC_CHUNK, choices=(1, 16, 64, 256),
-                             help="causal models: positions per generated metric (1 = one per position)")  # fmt: skip
+    metric_chunk: int = knob(
+        DEFAULT_METRIC_CHUNK,
+        choices=(1, 16, 64, 256),
+        help="causal models: positions per generated metric (1 = one per position)",
+    )
     sharing: str = knob("layer", choices=SHARINGS, help="consecutive layers sharing one generator", layer_argument=False)
 
     def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
@@ -99,8 +102,11 @@ class DAMCHAKnobs:
                 f"metric_form={self.metric_form!r} is not allowed with metric_mode='rowsum' "
                 "(the authors' reference mode has no Mahalanobis form); allowed: bilinear"
             )
-        for name, low, meaning in (("generator_depth", 0, "0 = static metric"), ("generator_width", 1, "its hidden width"),
-                                   ("metric_chunk", 1, "1 = one metric per position")):  # fmt: skip
+        for name, low, meaning in (
+            ("generator_depth", 0, "0 = static metric"),
+            ("generator_width", 1, "its hidden width"),
+            ("metric_chunk", 1, "1 = one metric per position"),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}={value!r} must be an integer >= {low} ({meaning})")
@@ -160,9 +166,14 @@ class DAMCHA(nn.Module):
         own_generator: bool = True,
     ) -> None:
         super().__init__()
-        self.knobs = DAMCHAKnobs(metric_rank=metric_rank, metric_form=metric_form, metric_mode=metric_mode,
-                                 generator_depth=generator_depth, generator_width=generator_width,
-                                 metric_chunk=metric_chunk)  # fmt: skip
+        self.knobs = DAMCHAKnobs(
+            metric_rank=metric_rank,
+            metric_form=metric_form,
+            metric_mode=metric_mode,
+            generator_depth=generator_depth,
+            generator_width=generator_width,
+            metric_chunk=metric_chunk,
+        )
         self.knobs.check(d_model=d_model, num_heads=num_heads)
         self.d_model = d_model
         self.num_heads = num_heads

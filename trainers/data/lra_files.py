@@ -136,7 +136,9 @@ def read_labelled_tsv(
         if header is not None and line_number == 1:
             if line != header:
                 shown = header.replace("\t", "<TAB>")
-                raise DataFileError(f"{path}:1: expected the header {shown!r}, found {line[:60]!r}; this file is not in the release format")
+                raise DataFileError(
+                    f"{path}:1: expected the header {shown!r}, found {line[:60]!r}; this file is not in the release format"
+                )
             continue
         fields = line.split("\t")
         if len(fields) != columns:
@@ -145,7 +147,9 @@ def read_labelled_tsv(
             raise DataFileError(f"{path}:{line_number}: column {empty[0]} is empty (an example needs a sequence and a label)")
         rows.append((fields, checked_label(fields[label_column], num_classes, f"{path}:{line_number}")))
     if not rows:
-        raise DataFileError(f"{path}: no data rows{' after the header' if header is not None else ''}; the file is empty or truncated")
+        raise DataFileError(
+            f"{path}: no data rows{' after the header' if header is not None else ''}; the file is empty or truncated"
+        )
     return rows
 
 

@@ -44,7 +44,11 @@ PAIR_FEATURES = datasets.Features(
     }
 )
 RECALL_FEATURES = datasets.Features(
-    {"tokens": datasets.List(datasets.Value("int32")), "length": datasets.Value("int32"), "label": datasets.List(datasets.Value("int64"))}
+    {
+        "tokens": datasets.List(datasets.Value("int32")),
+        "length": datasets.Value("int32"),
+        "label": datasets.List(datasets.Value("int64")),
+    }
 )
 
 
@@ -67,13 +71,16 @@ def listops_generated(spec: ListOpsSpec, *, cache_dir: Path | None = None) -> da
     Returns:
         The splits.
     """
+
     def build() -> dict[str, dict[str, list]]:
         return {
             split: _columns([tokenize_listops(source) for source, _ in rows], [label for _, label in rows])
             for split, rows in generate(spec).items()
         }
 
-    return cached_splits("listops", {"source": "generated", **asdict(spec)}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
+    return cached_splits(
+        "listops", {"source": "generated", **asdict(spec)}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir
+    )
 
 
 def listops_release(data_dir: Path | str | None = None, *, cache_dir: Path | None = None) -> datasets.DatasetDict:
@@ -100,11 +107,14 @@ def listops_release(data_dir: Path | str | None = None, *, cache_dir: Path | Non
             splits[split] = _columns(sequences, [label for _, label in rows])
         return splits
 
-    return cached_splits("listops", {"source": "release", "files": identity}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
+    return cached_splits(
+        "listops", {"source": "release", "files": identity}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir
+    )
 
 
 def recall(spec: RecallSpec, *, val_examples: int = 200, cache_dir: Path | None = None) -> datasets.DatasetDict:
     """MQAR train and validation splits (next-token labels, ``IGNORE`` off the queries), cached."""
+
     def build() -> dict[str, dict[str, list]]:
         splits = {}
         for split, seed_offset, size in (("train", 0, spec.num_examples), ("val", 1, val_examples)):
@@ -117,7 +127,9 @@ def recall(spec: RecallSpec, *, val_examples: int = 200, cache_dir: Path | None 
     return cached_splits("mqar", params, build, features=RECALL_FEATURES, cache_dir=cache_dir)
 
 
-def text_release(data_dir: Path | str | None = None, *, max_length: int = TEXT_MAX_LENGTH, cache_dir: Path | None = None) -> datasets.DatasetDict:
+def text_release(
+    data_dir: Path | str | None = None, *, max_length: int = TEXT_MAX_LENGTH, cache_dir: Path | None = None
+) -> datasets.DatasetDict:
     """LRA Text: IMDB reviews as bytes (``aclImdb/{train,test}``), truncated to ``max_length``, cached.
 
     As in LRA, the test reviews serve as both validation and test split.
@@ -125,7 +137,10 @@ def text_release(data_dir: Path | str | None = None, *, max_length: int = TEXT_M
     Raises:
         DataFileError: a missing folder or an empty ``pos``/``neg`` folder.
     """
-    folders = {split: release_file("text", data_dir, f"aclImdb/{split}", source=IMDB_URL, kind="directory") for split in ("train", "test")}
+    folders = {
+        split: release_file("text", data_dir, f"aclImdb/{split}", source=IMDB_URL, kind="directory")
+        for split in ("train", "test")
+    }
     reviews = [folder / sentiment for folder in folders.values() for sentiment in ("neg", "pos")]
 
     def build() -> dict[str, dict[str, list]]:
@@ -201,10 +216,14 @@ def image_release(data_dir: Path | str | None = None, *, cache_dir: Path | None 
             "test": _columns(*sequences(paths[5:])),
         }
 
-    return cached_splits("image", {"source": "release", "files": _identity(paths)}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
+    return cached_splits(
+        "image", {"source": "release", "files": _identity(paths)}, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir
+    )
 
 
-def pathfinder_release(data_dir: Path | str | None = None, *, difficulty: str = "hard", cache_dir: Path | None = None) -> datasets.DatasetDict:
+def pathfinder_release(
+    data_dir: Path | str | None = None, *, difficulty: str = "hard", cache_dir: Path | None = None
+) -> datasets.DatasetDict:
     """LRA Pathfinder 32×32: the release's metadata and PNGs as 1024 pixel tokens, binary label, cached.
 
     Examples, in the order of the metadata files (sorted by number) and their rows, split

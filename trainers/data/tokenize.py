@@ -35,6 +35,7 @@ def tokenize_listops(source: str) -> list[int]:
             raise ValueError(f"unknown ListOps token {token!r}; allowed: {' '.join(LISTOPS_VOCABULARY[2:])}, ( )") from None
     return ids
 
+
 # Bytes and pixels share one layout: value v (0..255) is id v + 2, after <pad> and <cls>.
 VALUE_OFFSET = 2
 BYTE_VOCAB_SIZE = PIXEL_VOCAB_SIZE = 256 + VALUE_OFFSET

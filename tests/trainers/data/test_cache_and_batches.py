@@ -70,4 +70,6 @@ def test_recall_queries_are_earlier_keys_with_their_values() -> None:
         assert len(queries) == 5 and queries.min() >= 10
         for position in queries:
             assert pairs[row_inputs[position]] == row_labels[position]
-    assert not np.array_equal(generate_recall(RecallSpec(seed=1, vocab_size=40, seq_len=48, num_pairs=5, num_examples=50))[0], inputs)
+    assert not np.array_equal(
+        generate_recall(RecallSpec(seed=1, vocab_size=40, seq_len=48, num_pairs=5, num_examples=50))[0], inputs
+    )

@@ -90,9 +90,29 @@ def test_tokenizer_drops_parentheses_and_keeps_brackets() -> None:
 def test_command_line_writes_the_lra_format_and_the_loader_reads_it(tmp_path: Path) -> None:
     out = tmp_path / "lra_release" / "listops-1000"
     subprocess.run(
-        [sys.executable, "-m", "trainers.data.listops", "--out", str(out), "--seed", "1", "--min-length", "10",
-         "--max-length", "60", "--train-size", "50", "--val-size", "10", "--test-size", "10"],
-        cwd=ROOT, check=True, capture_output=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "trainers.data.listops",
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+            "--min-length",
+            "10",
+            "--max-length",
+            "60",
+            "--train-size",
+            "50",
+            "--val-size",
+            "10",
+            "--test-size",
+            "10",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     lines = (out / "basic_train.tsv").read_text().splitlines()
     assert lines[0] == "Source\tTarget" and len(lines) == 51
@@ -144,7 +164,9 @@ def test_files_without_examples_or_header_are_named(tmp_path: Path, content: str
 
 
 def test_bounds_no_tree_can_meet_are_refused_up_front() -> None:
-    with pytest.raises(ValueError, match=r"no tree can be longer than min_length=50: with max_depth=2 and max_args=10 the longest has 12"):
+    with pytest.raises(
+        ValueError, match=r"no tree can be longer than min_length=50: with max_depth=2 and max_args=10 the longest has 12"
+    ):
         ListOpsSpec(max_depth=2, min_length=50, max_length=100)
     assert ListOpsSpec(max_depth=2, min_length=11, max_length=100).longest_tree() == 12
 
@@ -153,7 +175,9 @@ def test_generation_stops_when_the_bounds_hold_too_few_distinct_trees(monkeypatc
     """Depth 2, two arguments: few distinct trees of 4 tokens ([OP d d ]); asking more cannot finish."""
     monkeypatch.setattr("trainers.data.listops.MAX_MISSES", 20_000)
     spec = ListOpsSpec(max_depth=2, max_args=2, min_length=3, max_length=6, train_size=1000, val_size=0, test_size=0)
-    with pytest.raises(ValueError, match=r"20,000 random trees in a row were outside the length bounds \(3, 6\) or repeats, with 400 of 1,000"):
+    with pytest.raises(
+        ValueError, match=r"20,000 random trees in a row were outside the length bounds \(3, 6\) or repeats, with 400 of 1,000"
+    ):
         generate(spec)
 
 
@@ -167,8 +191,13 @@ def test_bad_bytes_name_the_file_and_line(tmp_path: Path) -> None:
 
 
 def test_missing_release_names_task_path_file_and_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(DataFileError, match=r"task 'listops': expected file 'listops-1000/basic_train.tsv' under .* does not exist; it comes from https://storage.googleapis.com/long-range-arena/lra_release.gz"):
+    with pytest.raises(
+        DataFileError,
+        match=r"task 'listops': expected file 'listops-1000/basic_train.tsv' under .* does not exist; it comes from https://storage.googleapis.com/long-range-arena/lra_release.gz",
+    ):
         listops_release(tmp_path, cache_dir=tmp_path / "cache")
     monkeypatch.delenv("LRA_DATA_DIR", raising=False)
-    with pytest.raises(DataFileError, match="reads the LRA release files: set LRA_DATA_DIR to the unpacked lra_release directory"):
+    with pytest.raises(
+        DataFileError, match="reads the LRA release files: set LRA_DATA_DIR to the unpacked lra_release directory"
+    ):
         listops_release(None, cache_dir=tmp_path / "cache")

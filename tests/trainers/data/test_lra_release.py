@@ -42,11 +42,13 @@ def test_text_empty_review_is_named(tmp_path: Path) -> None:
 
 def test_text_missing_folder_names_task_path_and_source(tmp_path: Path) -> None:
     write_imdb(tmp_path, {"train": {"neg": [b"x"], "pos": [b"y"]}})
-    with pytest.raises(DataFileError, match=r"task 'text': expected directory 'aclImdb/test' under .* it comes from https://ai.stanford.edu"):
+    with pytest.raises(
+        DataFileError, match=r"task 'text': expected directory 'aclImdb/test' under .* it comes from https://ai.stanford.edu"
+    ):
         text_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
-AAN_ROWS = ["1.0\tP01-1001\tP02-2002\tfirst paper text\tsecond \"quoted\" text", "0.0\tP03-3003\tP04-4004\tshort\tanother document"]
+AAN_ROWS = ['1.0\tP01-1001\tP02-2002\tfirst paper text\tsecond "quoted" text', "0.0\tP03-3003\tP04-4004\tshort\tanother document"]
 
 
 def write_aan(root: Path, rows: dict[str, list[str]]) -> None:
@@ -83,7 +85,9 @@ def test_retrieval_malformed_rows_name_file_and_line(tmp_path: Path, row: str, m
         retrieval_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
-def write_cifar(root: Path, images_per_batch: int, rng: np.random.Generator, labels: list[int] | None = None) -> dict[str, np.ndarray]:
+def write_cifar(
+    root: Path, images_per_batch: int, rng: np.random.Generator, labels: list[int] | None = None
+) -> dict[str, np.ndarray]:
     folder = root / "cifar-10-batches-py"
     folder.mkdir(parents=True)
     written = {}
