@@ -40,7 +40,7 @@ class TrainConfig:
         steps: Optimizer steps.
         batch_size: Examples per step.
         learning_rate: Peak AdamW learning rate (linear warm-up, then cosine decay to 10%).
-        weight_decay: AdamW weight decay.
+        weight_decay: AdamW weight decay, on linear maps' weight matrices only (``parameter_groups``).
         warmup_steps: Steps of linear warm-up.
         eval_every: Steps between validation passes (and reports); the last step always reports.
         eval_examples: Validation examples per pass (None: the whole split).
@@ -164,15 +164,35 @@ def compiled(model: nn.Module) -> nn.Module:
     return torch.compile(model, dynamic=True)
 
 
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """The model's trainable parameters, with weight decay on the matrices of linear maps only.
+
+    Biases, LayerNorm gains and embeddings (token, position, CLS; the decoder's output layer
+    shares the token embedding) are not decayed: shrinking them towards zero is no
+    regularisation (nanoGPT's ``configure_optimizers``).
+
+    Args:
+        model: The model.
+        weight_decay: AdamW's decay for the decayed group.
+
+    Returns:
+        Two AdamW parameter groups: decayed, then not decayed.
+    """
+    embeddings = {id(p) for module in model.modules() if isinstance(module, nn.Embedding) for p in module.parameters()}
+    decayed, kept = [], []
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            (decayed if parameter.dim() >= 2 and id(parameter) not in embeddings else kept).append(parameter)
+    return [{"params": decayed, "weight_decay": weight_decay}, {"params": kept, "weight_decay": 0.0}]
+
+
 def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW, with the fused kernel where this PyTorch has one for the device."""
-    parameters = [p for p in model.parameters() if p.requires_grad]
+    """AdamW over ``parameter_groups``, with the fused kernel where this PyTorch has one for the device."""
+    groups = parameter_groups(model, config.weight_decay)
     try:
-        return torch.optim.AdamW(
-            parameters, lr=config.learning_rate, weight_decay=config.weight_decay, fused=device.type in ("cuda", "cpu")
-        )
+        return torch.optim.AdamW(groups, lr=config.learning_rate, fused=device.type in ("cuda", "cpu"))
     except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
-        return torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
 def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor | None]:

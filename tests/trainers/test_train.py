@@ -200,3 +200,27 @@ def test_a_batch_without_padding_reaches_attention_without_a_mask(monkeypatch: p
     assert _to(batch, torch.device("cpu"))["padding_mask"] is None
     batch["padding_mask"][1, 3] = False
     assert torch.equal(_to(batch, torch.device("cpu"))["padding_mask"], batch["padding_mask"])
+
+
+def test_weight_decay_shrinks_linear_weights_only(tmp_path: Path) -> None:
+    """One AdamW step with zero gradients: only decayed weights move, by exactly lr x decay."""
+    import torch
+
+    from trainers.models import build_model
+    from trainers.train import adamw
+
+    config = ModelConfig(
+        vocab_size=32, num_classes=2, max_length=16, attention="damcha", d_model=16, num_heads=2, mlp_width=32, metric_rank=4
+    )
+    model = build_model(config)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer = adamw(model, TrainConfig(learning_rate=0.1, weight_decay=0.5), torch.device("cpu"))
+    for parameter in model.parameters():
+        parameter.grad = torch.zeros_like(parameter)
+    optimizer.step()
+    decayed = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
+    for name, parameter in model.named_parameters():
+        if name in decayed:
+            torch.testing.assert_close(parameter, before[name] * (1 - 0.1 * 0.5))
+    linear_weights = {f"{name}.weight" for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    assert decayed == linear_weights  # not biases, norms, the CLS or position/token embeddings
