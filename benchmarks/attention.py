@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ import torch
 from torch import nn
 
 from trainers.attention import DAMCHA, MultiHeadAttention, reference_attention
-from trainers.costs import attention_kernels, device_name, peak_memory
+from trainers.costs import attention_kernels, device_name, interleaved_seconds, peak_memory
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,6 @@ def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, token
         batch = max(1, tokens // length)
         x = torch.randn(batch, length, d_model, device=device, requires_grad=True)
         steps = {row.name: row.step(x) for row in rows}
-        times: dict[str, list[float]] = {row.name: [] for row in rows}
         memory: dict[str, int] = {}
         kernels: dict[str, str] = {}
         with autocast:
@@ -125,15 +123,7 @@ def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, token
                 with peak_memory(device) as peak:
                     steps[row.name]()
                 memory[row.name] = peak["bytes"]
-            for _ in range(reps):  # interleaved timing
-                for row in rows:
-                    if device.type == "cuda":
-                        torch.cuda.synchronize()
-                    start = time.perf_counter()
-                    steps[row.name]()
-                    if device.type == "cuda":
-                        torch.cuda.synchronize()
-                    times[row.name].append(time.perf_counter() - start)
+            times = interleaved_seconds(steps, reps, device)
         seconds = {name: statistics.median(values) for name, values in times.items()}
         base_memory = max(memory["mha"], 1)
         print(f"\nT={length}, batch {batch}")

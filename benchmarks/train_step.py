@@ -22,7 +22,6 @@ import argparse
 import gc
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from trainers.config import ModelConfig
-from trainers.costs import attention_kernels, device_name, model_flops, peak_flops, peak_memory
+from trainers.costs import attention_kernels, device_name, interleaved_seconds, model_flops, peak_flops, peak_memory
+from trainers.memory import is_out_of_memory
 from trainers.models import build_model
 from trainers.train import TrainConfig, adamw, autocast, compiled, resolve_device
 
@@ -78,10 +78,6 @@ class Row:
     mfu: float = float("nan")
     kernels: str = ""
     status: str = "ok"
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError) or "alloc" in str(error).lower()
 
 
 def _explicit_bytes(batch: int, heads: int, length: int, layers: int, element: int) -> int:
@@ -173,19 +169,14 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
             row.peak_bytes = memory["bytes"]
             steps[name] = step
         except (RuntimeError, torch.OutOfMemoryError) as error:
-            if not _out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
             row.status = "out of memory"
         finally:
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(args.reps):  # interleaved: every variant once per round
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
+    times = interleaved_seconds(steps, args.reps, device)
     peak = peak_flops(device, args.precision)
     for row in rows:
         if row.variant in times:

@@ -18,7 +18,8 @@ from pathlib import Path
 import optuna
 
 from naming import unknown_name_message
-from reports.files import REPORTS_DIR, OutputPathError, check_writable_dir, check_writable_file, report_path, write_atomically
+from outputs import REPORTS_DIR, write_atomically
+from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.html import compare_html, report_html
 from reports.images import write_images
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
-REPORTS_DIR = Path("runs/reports")
+from outputs import REPORTS_DIR
 
 
 class OutputPathError(ValueError):
@@ -60,22 +59,3 @@ def _check_folder(folder: Path, option: str, named: Path) -> None:
         raise OutputPathError(f"{option} {named}: {existing} is a file, so no folder can be made there")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputPathError(f"{option} {named}: this user cannot write in {existing}; choose another path")
-
-
-def write_atomically(path: Path, text: str) -> Path:
-    """Write a temporary file beside ``path``, then rename it: a reader never sees half a
-    file, and a failed write leaves nothing behind. The file is its owner's alone (0600).
-
-    Raises:
-        OSError: the folder cannot be created or written (the temporary file is removed).
-    """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-    return path

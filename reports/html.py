@@ -17,6 +17,7 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from outputs import write_atomically
 from reports.analysis import configurations, headline, importances, learning_curves, provenance
 from reports.figures import (
     SECONDS_PER_1K,
@@ -27,7 +28,6 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
-from reports.files import write_atomically
 from storage import masked_url
 from storage.trials import FLOPS, knob_columns, pareto_mask, trials_frame
 

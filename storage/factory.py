@@ -21,7 +21,9 @@ import optuna
 import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
-DEFAULT_STORAGE_URL = "sqlite:///runs/optuna.db"
+from outputs import STORE_FILE
+
+DEFAULT_STORAGE_URL = f"sqlite:///{STORE_FILE}"
 STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
 CONNECT_TIMEOUT_S = 10
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")

@@ -21,7 +21,8 @@ import torch
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from reports.files import REPORTS_DIR, check_writable_dir, check_writable_file, report_path
+from outputs import REPORTS_DIR, TUNE_DIR
+from reports.files import check_writable_dir, check_writable_file, report_path
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
@@ -46,7 +47,6 @@ from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
 
 FINISHED_STATES = ("COMPLETE", "PRUNED")  # outcomes (``storage.trials.outcome``) that count as results
-TUNE_DIR = Path("runs/ray")  # Ray Tune's experiment folders (the store, not these, is the record)
 
 
 class StudyOptionError(ValueError):

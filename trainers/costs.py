@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -222,25 +222,6 @@ def peak_memory(device: torch.device) -> Iterator[dict[str, int]]:
     result["bytes"] = tracker.peak
 
 
-@dataclass(frozen=True)
-class Throughput:
-    """Measured training speed and memory on one device.
-
-    Attributes:
-        examples_per_s: Training examples per second.
-        tokens_per_s: Input tokens per second.
-        step_seconds: Median seconds per training step.
-        peak_memory_bytes: Peak memory of a training step (see ``peak_memory``).
-        device: The device's name.
-    """
-
-    examples_per_s: float
-    tokens_per_s: float
-    step_seconds: float
-    peak_memory_bytes: int
-    device: str
-
-
 def device_name(device: torch.device) -> str:
     """A readable name: the GPU's model, or the CPU with its thread count."""
     if device.type == "cuda":
@@ -280,53 +261,33 @@ def peak_flops(device: torch.device, precision: str) -> float | None:
     return peak_flops_of(torch.cuda.get_device_name(device), precision)
 
 
-def measure_training(
-    step: Callable[[], Tensor],
-    *,
-    examples: int,
-    tokens: int,
-    device: torch.device,
-    steps: int = 5,
-    warmup: int = 1,
-) -> Throughput:
-    """Time a training step and measure its peak memory.
+def interleaved_seconds(steps: Mapping[str, Callable[[], object]], reps: int, device: torch.device) -> dict[str, list[float]]:
+    """Time each step ``reps`` times, interleaved: every step once per round, so that a slow
+    moment of a shared machine hits all of them alike. CUDA is synchronised around each
+    step, so its time is the GPU's, not the launch's.
 
     Args:
-        step: Runs one forward + backward (+ optimizer) step and returns the loss.
-        examples: Examples per step.
-        tokens: Input tokens per step.
-        device: Where the step runs.
-        steps: Timed steps (the median is kept).
-        warmup: Untimed steps first.
+        steps: Name -> a callable that runs one step.
+        reps: Rounds.
+        device: Where the steps run.
 
     Returns:
-        The throughput.
+        Name -> its ``reps`` durations in seconds.
     """
 
     def synchronize() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for _ in range(warmup):
-        step()
-    synchronize()
-    with peak_memory(device) as memory:
-        step()
-        synchronize()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        synchronize()
-        times.append(time.perf_counter() - start)
-    median = sorted(times)[len(times) // 2]
-    return Throughput(
-        examples_per_s=examples / median,
-        tokens_per_s=tokens / median,
-        step_seconds=median,
-        peak_memory_bytes=memory["bytes"],
-        device=device_name(device),
-    )
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(reps):
+        for name, step in steps.items():
+            synchronize()
+            start = time.perf_counter()
+            step()
+            synchronize()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 class _AttentionKernelRecorder(torch.utils._python_dispatch.TorchDispatchMode):

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from outputs import COMPILE_CACHE_DIR
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, device_name, model_flops, peak_flops, peak_memory
 from trainers.data.batches import iterate_batches, iterate_pair_batches
@@ -28,7 +29,6 @@ from trainers.models import build_model
 PRECISIONS = ("fp32", "bf16")
 COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
-DEFAULT_COMPILE_CACHE = Path("runs/torch-compile-cache")
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
 
@@ -142,7 +142,7 @@ def compile_cache_dir() -> Path:
     """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR``, else
     ``runs/torch-compile-cache`` under the working directory (resolve it where the runs
     share it: a study's driver, not each trial's own working directory)."""
-    return Path(os.environ.get(COMPILE_CACHE_VARIABLE) or DEFAULT_COMPILE_CACHE).resolve()
+    return Path(os.environ.get(COMPILE_CACHE_VARIABLE) or COMPILE_CACHE_DIR).resolve()
 
 
 def use_compile_settings(cache_dir: Path, threads: int) -> None:

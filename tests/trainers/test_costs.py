@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainers.config import ModelConfig
-from trainers.costs import count_parameters, counted_flops, measure_training, model_flops, peak_memory
+from trainers.costs import count_parameters, counted_flops, interleaved_seconds, model_flops, peak_memory
 from trainers.models import build_model
 
 LENGTH, BATCH = 20, 2
@@ -84,16 +84,11 @@ def test_peak_memory_counts_tensors_alive_at_once() -> None:
     assert memory["bytes"] == 384 * 2**20
 
 
-def test_measure_training_reports_throughput() -> None:
-    config = _config(attention="damcha")
-    model = build_model(config)
-    forward = _forward(model, config)
-    throughput = measure_training(
-        lambda: forward().sum().backward(), examples=BATCH, tokens=BATCH * LENGTH, device=torch.device("cpu"), steps=3
-    )
-    assert throughput.examples_per_s > 0
-    assert throughput.tokens_per_s == pytest.approx(throughput.examples_per_s * LENGTH)
-    assert throughput.device.startswith("cpu")
+def test_interleaved_steps_are_each_timed_once_per_round() -> None:
+    calls: list[str] = []
+    times = interleaved_seconds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3, torch.device("cpu"))
+    assert calls == ["a", "b"] * 3 and {name: len(values) for name, values in times.items()} == {"a": 3, "b": 3}
+    assert all(value >= 0 for values in times.values() for value in values)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,8 @@ from typing import Any
 
 import datasets
 
+from outputs import DATA_CACHE_DIR
+
 FORMAT_VERSION = 1
 CACHE_DIR_VARIABLE = "DAMCHA_DATA_CACHE"
 MANIFEST = "damcha_manifest.json"
@@ -24,7 +26,7 @@ MANIFEST = "damcha_manifest.json"
 
 def default_cache_dir() -> Path:
     """``$DAMCHA_DATA_CACHE``, else ``runs/data`` under the working directory."""
-    return Path(os.environ.get(CACHE_DIR_VARIABLE, "runs/data"))
+    return Path(os.environ.get(CACHE_DIR_VARIABLE) or DATA_CACHE_DIR)
 
 
 def _checksums(directory: Path) -> dict[str, str]:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import random
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from outputs import write_atomically
 
 OPERATORS: tuple[str, ...] = ("[MIN", "[MAX", "[MED", "[SM")
 END = "]"
@@ -170,12 +173,11 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
 
 def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:
     """Write rows in the LRA ListOps format (header ``Source<TAB>Target``), atomically."""
-    partial = path.with_suffix(path.suffix + ".partial")
-    with partial.open("w", newline="") as handle:
-        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
-        writer.writerow(["Source", "Target"])
-        writer.writerows(rows)
-    partial.replace(path)
+    text = io.StringIO()
+    writer = csv.writer(text, delimiter="\t", lineterminator="\n")
+    writer.writerow(["Source", "Target"])
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 def write_release(spec: ListOpsSpec, out: Path) -> dict[str, Path]:

@@ -1,0 +1,45 @@
+"""Where this product writes by default, and how it writes a file so that no reader sees half of it.
+
+Every default location is under ``runs/`` in the working directory; each has its own
+option or environment variable (the README's Guarantees and ``--help`` name them).
+A leaf module: every package may import it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+RUNS_DIR = Path("runs")
+STORE_FILE = RUNS_DIR / "optuna.db"  # the default SQLite store
+DATA_CACHE_DIR = RUNS_DIR / "data"  # datasets' Arrow caches
+COMPILE_CACHE_DIR = RUNS_DIR / "torch-compile-cache"  # torch.compile's cache, kept between runs
+TUNE_DIR = RUNS_DIR / "ray"  # Ray Tune's experiment folders (the store, not these, is the record)
+REPORTS_DIR = RUNS_DIR / "reports"  # study reports
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    """Write a temporary file beside ``path``, then rename it: a reader never sees half a
+    file, and a failed write leaves nothing behind. The file is its owner's alone (0600).
+
+    Args:
+        path: The file to write.
+        text: Its whole content.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: the folder cannot be created or written (the temporary file is removed).
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return path
