@@ -1,34 +1,27 @@
 """The Optuna study as the record of a run: asks trials, writes every report and outcome.
 
-Ray's own ``OptunaSearch`` drops what this product must keep (intermediate values in
-multi-objective studies, the last report, pruned states, user attributes), so the
-bridge is ours: a ``Ledger`` owns the Optuna study in the driver process (the only
-writer), ``LedgerSearcher`` lets Ray Tune ask it for configurations and
-``LedgerCallback`` hands it every result and ending.
+A ``Ledger`` owns the Optuna study in the driver process (the only writer): it asks
+configurations within the budget and records what the trials report
+(``studies.tune_bridge`` connects it to Ray Tune; ``studies.plan`` says what to run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
-from ray import cloudpickle
-from ray.tune import Callback
-from ray.tune.search import Searcher
 
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from studies.failures import failure_of
+from studies.plan import INTERRUPTED_ATTRIBUTE, PlannedTrial, driver_identity, has_values, trial_id
 from studies.registry import Preset, Study
 from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
@@ -50,83 +43,6 @@ COST_ATTRIBUTES = (
 )
 MAX_RESAMPLES = 50
 MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
-HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
-STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
-INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped: the next run retries it
-
-
-@dataclass(frozen=True)
-class PlannedTrial:
-    """A trial to ask, with knob values fixed before the sampler fills in the rest."""
-
-    fixed: Mapping[str, Value]
-    baseline: bool = False
-    retry_of: int | None = None
-    repeat_of: int | None = None
-    attempt: int = 0
-
-
-def has_values(params: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
-    """Whether ``params`` holds every one of ``values``."""
-    return all(params.get(name) == value for name, value in values.items())
-
-
-def driver_identity() -> str:
-    """``host:pid`` of this driver process, recorded on every trial it runs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _driver_is_dead(trial: optuna.trial.FrozenTrial, now: float) -> bool:
-    """A RUNNING trial's driver is gone: a dead pid on this host, or no heartbeat for ``STALE_AFTER_S``."""
-    host, _, pid = str(trial.user_attrs.get("driver", "")).rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass  # alive, another user's
-    heartbeat = trial.user_attrs.get("heartbeat")
-    if heartbeat is None:  # never heartbeat: judge by its start
-        heartbeat = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
-    return now - float(heartbeat) > STALE_AFTER_S
-
-
-def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
-    """The storage's id of ``study``'s trial ``number`` (Optuna's public storage API)."""
-    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
-
-
-def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage, *, exclusive: bool) -> list[PlannedTrial]:
-    """Mark trials left RUNNING by a dead driver as failed, and plan their retries.
-
-    Args:
-        study: The study.
-        exclusive: This driver is the store's only one (SQLite's writer lock is held), so
-            every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
-            only trials whose driver is dead or silent (``_driver_is_dead``) are.
-
-    Trials that a run stopped on Ctrl-C (``Ledger.interrupt``) are retried too, once.
-
-    Returns:
-        One retry per interrupted trial, with all its knob values fixed.
-    """
-    retries, now = [], time.time()
-    trials = study.get_trials(deepcopy=False)
-    retried = {t.user_attrs.get("retry_of") for t in trials}
-    for trial in trials:
-        if trial.state == TrialState.RUNNING:
-            if not exclusive and not _driver_is_dead(trial, now):
-                continue
-            error = "left RUNNING by an interrupted run; its configuration is retried"
-            storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
-            study.tell(trial.number, state=TrialState.FAIL)
-        elif not (trial.state == TrialState.FAIL and trial.user_attrs.get(INTERRUPTED_ATTRIBUTE) and trial.number not in retried):
-            continue
-        retries.append(
-            PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number)
-        )
-    return retries
 
 
 class Ledger:
@@ -380,81 +296,3 @@ class Ledger:
 
     def finished_count(self) -> int:
         return sum(self.finished.values())
-
-
-class LedgerSearcher(Searcher):
-    """Ray Tune asks the ledger for each trial's configuration."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        super().__init__()
-        self.ledger = ledger
-
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        config = self.ledger.ask(trial_id)
-        if config is not None:
-            return config
-        return Searcher.FINISHED if self.ledger.done() else None  # None: ask again later (a retry may come)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        """Endings are recorded by ``LedgerCallback``, which sees the error text."""
-
-    def save(self, checkpoint_path: str) -> None:
-        """Nothing to save: the Optuna store is the state, and a re-run resumes from it."""
-
-    def restore(self, checkpoint_path: str) -> None:
-        """See ``save``."""
-
-
-class LedgerCallback(Callback):
-    """Hands every result and trial ending to the ledger (runs in the driver)."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.last_heartbeat = time.monotonic()
-
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        if time.monotonic() - self.last_heartbeat > HEARTBEAT_S:
-            self.ledger.heartbeat()
-            self.last_heartbeat = time.monotonic()
-
-    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
-        self.ledger.record_report(trial.config["number"], result)
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        self.ledger.finish(trial.config["number"], trial.last_result, None)
-
-    def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        exception = _exception(trial)
-        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial, exception), exception)
-
-
-def _exception(trial) -> BaseException | None:
-    """The exception Tune kept for the trial (``RayTaskError`` around the trainable's, or ``RayActorError``).
-
-    Read from the trial's local error file: ``Trial.get_pickled_error`` reads the
-    experiment's storage copy, which Tune writes after the callbacks run.
-    """
-    with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
-        with open(trial.pickled_error_file, "rb") as file:
-            return cloudpickle.load(file)
-    with contextlib.suppress(Exception):
-        return trial.get_pickled_error()
-    return None
-
-
-def _error_text(trial, exception: BaseException | None) -> str:
-    """The trial's exception in one line, then the end of its traceback.
-
-    Tune writes the traceback to the trial's error file; when the worker process died the
-    exception (e.g. ``ActorDiedError``) may be all there is.
-    """
-    text = ""
-    with contextlib.suppress(OSError, TypeError):
-        text = (trial.get_error() or "").strip() or Path(trial.error_file).read_text().strip()
-    if not text and exception is not None:
-        text = f"{type(exception).__name__}: {exception}"
-    if not text:
-        return "the trial ended with an error that Tune did not record"
-    lines = [line for line in text.splitlines() if line.strip()]
-    exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), lines[-1].strip())
-    return f"{exception}\n\n{text[-4000:]}"

@@ -36,12 +36,14 @@ from storage import (
     sqlite_path,
 )
 from storage.trials import INFEASIBLE_ATTRIBUTE, configuration_key, outcome, pareto_mask, trials_frame
-from studies.ledger import Ledger, LedgerCallback, LedgerSearcher, PlannedTrial, has_values, recover_interrupted
+from studies.ledger import Ledger
+from studies.plan import PlannedTrial, has_values, recover_interrupted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
 from studies.sampler import sampler_for
 from studies.summary import summary
 from studies.trainable import run_trial
+from studies.tune_bridge import LedgerCallback, LedgerSearcher
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB

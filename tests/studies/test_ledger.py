@@ -14,7 +14,8 @@ from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, outcome
-from studies.ledger import Ledger, PlannedTrial
+from studies.ledger import Ledger
+from studies.plan import PlannedTrial
 from studies.registry import LRA_SHARING, Study
 from studies.sampler import TRAINABLE
 

@@ -1,0 +1,100 @@
+"""Ray Tune's side of a run: it asks the ledger for configurations and hands it every result and ending.
+
+Ray's own ``OptunaSearch`` drops what this product must keep (intermediate values in
+multi-objective studies, the last report, pruned states, user attributes), so the
+bridge is ours: ``LedgerSearcher`` lets Ray Tune ask the ``Ledger`` for configurations
+and ``LedgerCallback`` hands it every result and ending, with the exception Tune kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from ray import cloudpickle
+from ray.tune import Callback
+from ray.tune.search import Searcher
+
+from studies.ledger import Ledger
+
+HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
+
+
+class LedgerSearcher(Searcher):
+    """Ray Tune asks the ledger for each trial's configuration."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        config = self.ledger.ask(trial_id)
+        if config is not None:
+            return config
+        return Searcher.FINISHED if self.ledger.done() else None  # None: ask again later (a retry may come)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """Endings are recorded by ``LedgerCallback``, which sees the error text."""
+
+    def save(self, checkpoint_path: str) -> None:
+        """Nothing to save: the Optuna store is the state, and a re-run resumes from it."""
+
+    def restore(self, checkpoint_path: str) -> None:
+        """See ``save``."""
+
+
+class LedgerCallback(Callback):
+    """Hands every result and trial ending to the ledger (runs in the driver)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.last_heartbeat = time.monotonic()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if time.monotonic() - self.last_heartbeat > HEARTBEAT_S:
+            self.ledger.heartbeat()
+            self.last_heartbeat = time.monotonic()
+
+    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
+        self.ledger.record_report(trial.config["number"], result)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
+        self.ledger.finish(trial.config["number"], trial.last_result, None)
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
+        exception = _exception(trial)
+        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial, exception), exception)
+
+
+def _exception(trial) -> BaseException | None:
+    """The exception Tune kept for the trial (``RayTaskError`` around the trainable's, or ``RayActorError``).
+
+    Read from the trial's local error file: ``Trial.get_pickled_error`` reads the
+    experiment's storage copy, which Tune writes after the callbacks run.
+    """
+    with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
+        with open(trial.pickled_error_file, "rb") as file:
+            return cloudpickle.load(file)
+    with contextlib.suppress(Exception):
+        return trial.get_pickled_error()
+    return None
+
+
+def _error_text(trial, exception: BaseException | None) -> str:
+    """The trial's exception in one line, then the end of its traceback.
+
+    Tune writes the traceback to the trial's error file; when the worker process died the
+    exception (e.g. ``ActorDiedError``) may be all there is.
+    """
+    text = ""
+    with contextlib.suppress(OSError, TypeError):
+        text = (trial.get_error() or "").strip() or Path(trial.error_file).read_text().strip()
+    if not text and exception is not None:
+        text = f"{type(exception).__name__}: {exception}"
+    if not text:
+        return "the trial ended with an error that Tune did not record"
+    lines = [line for line in text.splitlines() if line.strip()]
+    exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), lines[-1].strip())
+    return f"{exception}\n\n{text[-4000:]}"
