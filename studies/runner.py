@@ -481,6 +481,7 @@ def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, 
             scheduler=scheduler if early_stopping else None,
             num_samples=-1,  # the searcher says when it is finished: retries may add trials
             max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
+            reuse_actors=True,  # a trial's worker runs the next one: no new process and imports per trial
             trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
         ),
         run_config=tune.RunConfig(
