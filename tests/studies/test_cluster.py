@@ -12,6 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,20 +24,14 @@ def test_smoke_study_on_a_ray_head_joined_by_address(how: str, ray_head: dict, t
     url = f"sqlite:///{tmp_path / 'store.db'}"
     address = ray_head["address"] if how == "host:port" else "auto"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "studies.run",
-            "lra_sharing",
-            "--preset",
-            "smoke",
+        smoke_study_command(
             "--address",
             address,
             "--storage",
             url,
             "--data-cache",
             str(tmp_path / "data"),
-        ],
+        ),
         cwd=tmp_path,
         capture_output=True,
         text=True,

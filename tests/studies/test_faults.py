@@ -21,6 +21,7 @@ from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage.trials import outcome as outcome_of
 from studies.registry import LRA_SHARING, Study
 from studies.runner import RunOptions, plan_trials, run_study
+from tests.commands import smoke_study_command
 
 STUDY = "lra_sharing-smoke-v1-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
@@ -46,20 +47,14 @@ def descendants(root: int) -> list[tuple[int, str]]:
 
 
 def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "studies.run",
-        "lra_sharing",
-        "--preset",
-        "smoke",
+    command = smoke_study_command(
         "--fix",
         "num_layers=6",
         "--storage",
         url,
         "--data-cache",
         str(tmp_path / "data"),
-    ]
+    )
     return subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
@@ -229,13 +224,7 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
     report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
     page = report.read_bytes()
 
-    command = [
-        sys.executable,
-        "-m",
-        "studies.run",
-        "lra_sharing",
-        "--preset",
-        "smoke",
+    command = smoke_study_command(
         "--fix",
         "num_layers=6",
         "--storage",
@@ -244,7 +233,7 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
         str(tmp_path / "data"),
         "--trials",
         "8",
-    ]
+    )
     driver = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )

@@ -9,6 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from studies.run import main
+from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
 
 
@@ -27,15 +28,8 @@ def test_smoke_study_on_postgresql(postgres_url: str, local_ray, tmp_path: Path,
 
 def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Path) -> None:
     import subprocess
-    import sys
 
-    command = [
-        sys.executable,
-        "-m",
-        "studies.run",
-        "lra_sharing",
-        "--preset",
-        "smoke",
+    command = smoke_study_command(
         "--fix",
         "num_heads=2",
         "--storage",
@@ -44,7 +38,7 @@ def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Pat
         str(tmp_path / "data"),
         "--trials",
         "6",
-    ]
+    )
     drivers = [
         subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)
     ]
