@@ -216,6 +216,9 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
     assert not any(planned.baseline for planned in queue)  # a rerun does not train them again: the result stands
 
 
+INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C: some are always running then
+
+
 def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     finished = start_driver(tmp_path, url)
@@ -232,7 +235,7 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
         "--data-cache",
         str(tmp_path / "data"),
         "--trials",
-        "8",
+        str(INTERRUPTED_BUDGET),
     )
     driver = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -259,5 +262,5 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
     store = optuna.load_study(study_name=STUDY, storage=storage)
     definition = LRA_SHARING
     space = definition.space_for(definition.preset("smoke"))
-    queue, _ = plan_trials(definition, space, store, storage, 8, exclusive=True)
+    queue, _ = plan_trials(definition, space, store, storage, INTERRUPTED_BUDGET, exclusive=True)
     assert {planned.retry_of for planned in queue} >= {t.number for t in stopped}  # the next run retries them
