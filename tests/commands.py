@@ -8,3 +8,20 @@ import sys
 def smoke_study_command(*options: str) -> list[str]:
     """``python -m studies.run lra_sharing --preset smoke`` with ``options``, in this interpreter."""
     return [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", *options]
+
+
+# Run ``python -m MODULE ...`` with Ctrl-C's default handling, as in a terminal: a command
+# started in the background of a non-interactive shell (a CI script, say) inherits SIGINT
+# ignored, and Python then never raises KeyboardInterrupt.
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
+
+
+def with_ctrl_c(command: list[str]) -> list[str]:
+    """``command`` (``[python, "-m", MODULE, *args]``) with SIGINT raising KeyboardInterrupt whatever it inherited."""
+    python, flag, *rest = command
+    if flag != "-m":
+        raise ValueError(f"expected a 'python -m MODULE' command, got {command[:3]}")
+    return [python, "-c", _WITH_CTRL_C, *rest]

@@ -21,7 +21,7 @@ from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage.trials import outcome as outcome_of
 from studies.registry import LRA_SHARING, Study
 from studies.runner import RunOptions, plan_trials, run_study
-from tests.commands import smoke_study_command
+from tests.commands import smoke_study_command, with_ctrl_c
 
 STUDY = "lra_sharing-smoke-v1-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
@@ -227,15 +227,10 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
     report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
     page = report.read_bytes()
 
-    command = smoke_study_command(
-        "--fix",
-        "num_layers=6",
-        "--storage",
-        url,
-        "--data-cache",
-        str(tmp_path / "data"),
-        "--trials",
-        str(INTERRUPTED_BUDGET),
+    command = with_ctrl_c(
+        smoke_study_command(
+            "--fix", "num_layers=6", "--storage", url, "--data-cache", str(tmp_path / "data"), "--trials", str(INTERRUPTED_BUDGET)
+        )
     )
     driver = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
