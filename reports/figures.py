@@ -52,6 +52,7 @@ def hover_text(row: pd.Series, knobs: list[str]) -> str:
 def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
     """Accuracy against one cost: DAMCHA trials and their front, MHA baselines and their front."""
     figure = go.Figure()
+    knobs = knob_columns(frame)
     shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[ACCURACY].notna()]
     damcha, mha = shown[~shown["baseline"]], shown[shown["baseline"]]
     for name, rows, marker in (
@@ -71,7 +72,7 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
                 mode="markers",
                 name=name,
                 marker=marker,
-                hovertext=[hover_text(row, knob_columns(frame)) for _, row in rows.iterrows()],
+                hovertext=[hover_text(row, knobs) for _, row in rows.iterrows()],
                 hoverinfo="text",
             )
         )
@@ -93,6 +94,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
     """Accuracy of complete DAMCHA trials by each knob's value; the best MHA baseline as a line."""
     complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
     damcha = complete[~complete["baseline"]]
+    hover_knobs = knob_columns(frame)
     knobs = [k for k in knobs if k in damcha.columns and damcha[k].notna().any()]
     if not knobs:
         figure = go.Figure()
@@ -113,7 +115,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
                 name=knob,
                 showlegend=False,
                 marker={"color": COLORS["damcha"]},
-                hovertext=[hover_text(row, knob_columns(frame)) for _, row in damcha.iterrows()],
+                hovertext=[hover_text(row, hover_knobs) for _, row in damcha.iterrows()],
                 hoverinfo="text",
             ),
             row=1,
@@ -174,6 +176,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
     """Several studies' DAMCHA fronts and MHA fronts on one set of axes (accuracy against FLOPs)."""
     figure = go.Figure()
     for study_name, frame in frames.items():
+        knobs = knob_columns(frame)
         complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
         for label, rows, dash in (
             ("DAMCHA", complete[~complete["baseline"]], "solid"),
@@ -187,7 +190,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
                     mode="lines+markers",
                     name=html.escape(f"{study_name}: {label} front"),
                     line={"dash": dash, "shape": "hv"},
-                    hovertext=[hover_text(row, knob_columns(frame)) for _, row in front.iterrows()],
+                    hovertext=[hover_text(row, knobs) for _, row in front.iterrows()],
                     hoverinfo="text",
                 )
             )

@@ -92,6 +92,7 @@ class Ledger:
         self.total = len(queue) + searched
         self.asked = 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
+        self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
         self.plans: dict[int, PlannedTrial] = {}  # trial number -> how it was planned
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
@@ -165,6 +166,7 @@ class Ledger:
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial
+        self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
         self.plans[trial.number] = planned
         return {
             "number": trial.number,
@@ -183,7 +185,7 @@ class Ledger:
             return
         # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
         step, accuracy = int(result["step"]), float(result["val_accuracy"])
-        self.storage.set_trial_intermediate_value(trial_id(self.storage, self.study, number), step, accuracy)
+        self.storage.set_trial_intermediate_value(self.trial_ids[number], step, accuracy)
 
     def finish(
         self, number: int, last: Mapping[str, Any] | None, error: str | None, exception: BaseException | None = None

@@ -9,28 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_benchmark(module: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` from the repository root; fails the test on a non-zero exit."""
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=True)
+
+
 def test_attention_benchmark_prints_a_row_per_variant() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.attention",
-            "--lengths",
-            "32",
-            "--d-model",
-            "64",
-            "--heads",
-            "4",
-            "--reps",
-            "1",
-            "--tokens",
-            "64",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+    result = run_benchmark(
+        "benchmarks.attention", "--lengths", "32", "--d-model", "64", "--heads", "4", "--reps", "1", "--tokens", "64", timeout=120
     )
     lines = result.stdout.splitlines()
     table = lines[lines.index("T=32, batch 2") + 2 :]
@@ -41,28 +28,20 @@ def test_attention_benchmark_prints_a_row_per_variant() -> None:
 
 
 def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.attention",
-            "--causal",
-            "--lengths",
-            "32",
-            "--d-model",
-            "64",
-            "--heads",
-            "4",
-            "--reps",
-            "1",
-            "--tokens",
-            "64",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "benchmarks.attention",
+        "--causal",
+        "--lengths",
+        "32",
+        "--d-model",
+        "64",
+        "--heads",
+        "4",
+        "--reps",
+        "1",
+        "--tokens",
+        "64",
         timeout=120,
-        check=True,
     )
     lines = result.stdout.splitlines()
     start = lines.index("T=32, batch 2") + 2
@@ -86,30 +65,22 @@ def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> 
 def test_train_step_benchmark_runs_the_decoder_rows() -> None:
     from benchmarks.train_step import CAUSAL_VARIANTS, VARIANTS
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.train_step",
-            "--causal",
-            "--lengths",
-            "32",
-            "--d-model",
-            "32",
-            "--heads",
-            "4",
-            "--layers",
-            "2",
-            "--tokens",
-            "64",
-            "--reps",
-            "1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "benchmarks.train_step",
+        "--causal",
+        "--lengths",
+        "32",
+        "--d-model",
+        "32",
+        "--heads",
+        "4",
+        "--layers",
+        "2",
+        "--tokens",
+        "64",
+        "--reps",
+        "1",
         timeout=300,
-        check=True,
     )
     assert "DecoderLM" in result.stdout.splitlines()[0]
     lines = result.stdout.splitlines()
@@ -123,30 +94,22 @@ def test_train_step_benchmark_runs_the_decoder_rows() -> None:
 def test_train_step_benchmark_checks_and_times_every_variant() -> None:
     from benchmarks.train_step import VARIANTS
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.train_step",
-            "--lengths",
-            "32",
-            "--d-model",
-            "32",
-            "--heads",
-            "4",
-            "--layers",
-            "2",
-            "--tokens",
-            "64",
-            "--reps",
-            "1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "benchmarks.train_step",
+        "--lengths",
+        "32",
+        "--d-model",
+        "32",
+        "--heads",
+        "4",
+        "--layers",
+        "2",
+        "--tokens",
+        "64",
+        "--reps",
+        "1",
         timeout=300,
-        check=True,  # exit 1 would mean a FlashAttention fallback
-    )
+    )  # exit 1 would mean a FlashAttention fallback
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
     rows = lines[header + 1 : header + 1 + len(VARIANTS)]
@@ -156,44 +119,29 @@ def test_train_step_benchmark_checks_and_times_every_variant() -> None:
 
 
 def test_train_step_benchmark_skips_an_explicit_form_that_cannot_fit() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.train_step",
-            "--lengths",
-            "64",
-            "--d-model",
-            "32",
-            "--heads",
-            "4",
-            "--layers",
-            "2",
-            "--tokens",
-            "64",
-            "--reps",
-            "1",
-            "--explicit-limit-gb",
-            "0.00001",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "benchmarks.train_step",
+        "--lengths",
+        "64",
+        "--d-model",
+        "32",
+        "--heads",
+        "4",
+        "--layers",
+        "2",
+        "--tokens",
+        "64",
+        "--reps",
+        "1",
+        "--explicit-limit-gb",
+        "0.00001",
         timeout=300,
-        check=True,
     )
     assert "explicit damcha r16 g2 stack" in result.stdout and "skipped: explicit scores need > 1e-05 GiB" in result.stdout
 
 
 def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.store_scale", "--workers", "1", "2", "--seconds", "1", "--no-postgres"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    result = run_benchmark("benchmarks.store_scale", "--workers", "1", "2", "--seconds", "1", "--no-postgres", timeout=300)
     rows = [fields for fields in map(str.split, result.stdout.splitlines()) if fields[:1] == ["sqlite"] and fields[1].isdigit()]
     assert [row[1] for row in rows] == ["1", "2"]
     assert all(float(row[2]) > 0 and row[5] == "True" for row in rows)
@@ -202,14 +150,7 @@ def test_store_scale_benchmark_counts_rates_errors_and_consistency() -> None:
 def test_infeasible_benchmark_prints_told_and_untold_for_each_sampler() -> None:
     from benchmarks.infeasible import SAMPLERS
 
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.infeasible", "--trials", "16", "--seeds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    result = run_benchmark("benchmarks.infeasible", "--trials", "16", "--seeds", "1", timeout=120)
     rows = result.stdout.splitlines()[2:]
     assert [row[:24].strip() for row in rows] == [name for name in SAMPLERS for _ in range(2)]
     assert [row.split()[-3] for row in rows] == ["no", "yes"] * len(SAMPLERS)
