@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import optuna
 import pandas as pd
+from optuna.trial import TrialState
 
 from storage import masked_url
 from storage.trials import ACCURACY, FLOPS, configuration_key, outcome
@@ -172,5 +173,6 @@ def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> di
         "device-hours (sum of trial wall time)": round(float(wall) / 3600, 3),
         "trials by state": frame["state"].value_counts().to_dict() if not frame.empty else {},
         "failed: could not train": frame["infeasible"].value_counts().to_dict() if not frame.empty else {},
+        "queued, not yet run": sum(t.state == TrialState.WAITING for t in trials),
         "optuna": optuna.__version__,
     }

@@ -14,8 +14,10 @@ import hashlib
 import os
 import re
 import sqlite3
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import optuna
 import sqlalchemy
@@ -248,12 +250,14 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
         )
 
 
-def open_storage(url: str | None = None, *, read_only: bool = False) -> optuna.storages.RDBStorage:
+def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat: Any) -> optuna.storages.RDBStorage:
     """An Optuna storage for a URL (``resolve_storage_url(None)`` when None).
 
     For writing, a SQLite file's folder is created if missing (user-only) and the file is
     switched to write-ahead logging (a setting stored in the file). ``read_only`` (reports,
     browsing) creates, migrates and reconfigures nothing: the store must exist.
+    ``heartbeat``: ``RDBStorage``'s heartbeat arguments (``heartbeat_interval``,
+    ``grace_period``, ``heartbeat_stale_trial_callback``), for a driver.
 
     Raises:
         StorageURLError: see ``parse_storage_url`` and ``check_sqlite_store``; or the
@@ -278,7 +282,9 @@ def open_storage(url: str | None = None, *, read_only: bool = False) -> optuna.s
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only)
+        with warnings.catch_warnings():  # Optuna marks its heartbeat experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.DatabaseError, ModuleNotFoundError, ImportError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise StorageURLError(

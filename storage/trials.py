@@ -11,9 +11,11 @@ from typing import Any
 
 import optuna
 import pandas as pd
+from optuna.trial import TrialState
 
 ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
 INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
+STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
     "baseline",
@@ -35,6 +37,9 @@ ATTRIBUTE_COLUMNS = (
 )
 
 
+# A FAIL trial without an error message: Optuna's stale-trial check failed it when its driver's
+# heartbeat stopped (a finished trial takes no more attributes; every other failure records one).
+LOST_DRIVER_ERROR = "its driver stopped sending heartbeats (killed or lost); another driver failed it and queued a retry"
 KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
 
 
@@ -58,7 +63,7 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """One row per finished or running trial.
+    """One row per trial that started (queued trials are not results yet).
 
     Columns: ``number``, ``state`` (``outcome``), every knob (Optuna params; ``knob_columns`` names
     them), the attributes in ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value
@@ -66,10 +71,12 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
     rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
-    for trial in study.get_trials(deepcopy=False):
+    for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
         knobs.update(dict.fromkeys(trial.params))
         row = {"number": trial.number, "state": outcome(trial), **trial.params}
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
+        if trial.state == TrialState.FAIL and row["error"] is None:
+            row["error"] = LOST_DRIVER_ERROR
         if row["state"] == "COMPLETE":
             row[ACCURACY] = trial.values[0]
         elif trial.intermediate_values:

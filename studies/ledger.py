@@ -1,15 +1,17 @@
 """The Optuna study as the record of a run: asks trials, writes every report and outcome.
 
-A ``Ledger`` owns the Optuna study in the driver process (the only writer): it asks
-configurations within the budget and records what the trials report
-(``studies.tune_bridge`` connects it to Ray Tune; ``studies.plan`` says what to run).
+A ``Ledger`` owns the Optuna study in the driver process: it asks the store's queued
+trials (``studies.plan``), then searched ones within the budget, and records what the
+trials report (``studies.tune_bridge`` connects it to Ray Tune).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import time
+import os
+import socket
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -19,9 +21,9 @@ from optuna.trial import TrialState
 
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
+from storage.trials import INFEASIBLE
 from studies.failures import failure_of
-from studies.plan import INTERRUPTED_ATTRIBUTE, PlannedTrial, driver_identity, has_values, trial_id
+from studies.plan import INTERRUPTED_ATTRIBUTE, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
 from studies.registry import Preset, Study
 from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
@@ -42,7 +44,11 @@ COST_ATTRIBUTES = (
     "train_loss",
 )
 MAX_RESAMPLES = 50
-MAX_RETRIES = 2  # a configuration whose worker keeps dying is given up after this many retries
+
+
+def driver_identity() -> str:
+    """``host:pid`` of this driver process, recorded on every trial it runs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Ledger:
@@ -53,14 +59,13 @@ class Ledger:
         definition: The study definition.
         preset: Its budget.
         space: The preset's search space.
-        queue: Trials to ask first (retries, then baselines), in order.
-        searched: Trials asked after the queue.
         fixed: Values of non-searched knobs chosen by the user.
         seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``.
         run_attributes: User attributes every trial gets (preset, code version, task).
         cache_dir: The data cache the workers read.
-        budget: The study's ``--trials``: asking stops once the store holds that many
-            finished or running trials (seed repeats aside), counting other drivers' too.
+        budget: The study's ``--trials``: searched trials are asked until the store holds
+            that many finished, running or queued trials (seed repeats and infeasible ones
+            aside), other drivers' too; 0 runs the queue alone.
         ask_lock: Held while counting and asking, shared with other drivers of the study
             (``storage.StudyLock``), so that together they respect the budget.
         memory_bytes: Each trial's memory budget (``trainers.memory.memory_budget``), or None.
@@ -74,32 +79,34 @@ class Ledger:
         definition: Study,
         preset: Preset,
         space: SearchSpace,
-        queue: list[PlannedTrial],
-        searched: int,
         fixed: Mapping[str, Value],
         seed: int,
         run_attributes: Mapping[str, Any],
         cache_dir: str,
-        budget: int | None = None,
+        budget: int,
         ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
         memory_bytes: int | None = None,
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
         self.memory_bytes = memory_bytes
-        self.queue, self.searched, self.fixed, self.seed = list(queue), searched, dict(fixed), seed
+        self.fixed, self.seed = dict(fixed), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
-        self.total = len(queue) + searched
-        self.asked = 0
+        # This run asks at most what was left at its start, and the retries it queues: a
+        # failed trial is replaced by the next run, not at once (a configuration error would loop).
+        self.total, self.asked = self.remaining(), 0
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
-        self.plans: dict[int, PlannedTrial] = {}  # trial number -> how it was planned
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
         self.best_accuracy = -math.inf
 
+    def remaining(self) -> int:
+        """Trials left to ask: the store's queue, then searched trials up to the budget."""
+        return len(queued(self.study)) + max(self.budget - trials_counted(self.study), 0)
+
     def ask(self, ray_trial_id: str) -> dict[str, Any] | None:
-        """The next trial's configuration for the trainable, or None when the budget is spent.
+        """The next trial's configuration for the trainable, or None when nothing is left to ask.
 
         Raises:
             SearchSpaceError: the sampler kept proposing forbidden combinations.
@@ -107,40 +114,35 @@ class Ledger:
         if self.asked >= self.total:
             return None
         with self.ask_lock():  # count and ask as one step among all drivers of the study
-            counted = self._counted_trials()
-            while self.queue and self._baseline_taken(self.queue[0], counted):  # another driver ran it
-                self.queue.pop(0)
-                self.total -= 1
-            if self.asked >= self.total or (self.budget is not None and len(counted) >= self.budget):
-                self.total = self.asked  # other drivers may have taken the rest
+            if not queued(self.study) and trials_counted(self.study) >= self.budget:
+                self.total = self.asked  # other drivers took the rest
                 return None
-            return self._ask_planned(ray_trial_id)
-
-    def _ask_planned(self, ray_trial_id: str) -> dict[str, Any]:
-        planned = self.queue.pop(0) if self.queue else PlannedTrial(fixed=self.definition.searched_values)
-        self.asked += 1
-        for _ in range(MAX_RESAMPLES):
-            trial, sampled = self._sample(planned.fixed)
-            try:
-                knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
-            except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns the rules
-                trial.set_user_attr("error", f"rejected before training: {error}")
-                tell_infeasible(self.study, trial, "forbidden combination")
-                continue
-            return self._start(trial, knobs, planned, ray_trial_id)
+            self.asked += 1
+            for _ in range(MAX_RESAMPLES):
+                trial, sampled = self._sample()
+                try:
+                    knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
+                except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
+                    trial.set_user_attr("error", f"rejected before training: {error}")
+                    tell_infeasible(self.study, trial, "forbidden combination")
+                    continue
+                return self._start(trial, knobs, ray_trial_id)
         raise SearchSpaceError(f"{MAX_RESAMPLES} sampled configurations in a row broke the study's rules; check its domains")
 
-    def _sample(self, fixed: Mapping[str, Value]) -> tuple[optuna.Trial, dict[str, Value]]:
-        """Ask a trial and sample it define-by-run, with the searched knobs in ``fixed`` pinned.
+    def _sample(self) -> tuple[optuna.Trial, dict[str, Value]]:
+        """Ask the next trial and sample it define-by-run.
 
-        Pinned values go through Optuna's queue (``enqueue_trial``): the next ``ask`` takes
-        them as fixed parameters and the sampler proposes the rest. The ask lock is held,
-        so no other driver takes the queued trial in between.
+        The store's queue comes first: ``ask`` takes its oldest trial, with the values it
+        fixes. Otherwise a searched trial is queued with the study's pinned values
+        (``Study.searched_values``) and taken at once: the ask lock is held, so no other
+        driver takes it in between. The sampler proposes the rest.
         """
-        pinned = {name: value for name, value in fixed.items() if name in self.space.searched}
-        if pinned:
-            self.study.enqueue_trial(pinned)
-        trial = self.study.ask()
+        if not queued(self.study):
+            pinned = {name: value for name, value in self.definition.searched_values.items() if name in self.space.searched}
+            enqueue(self.study, PlannedTrial(fixed=pinned))
+        with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+            trial = self.study.ask()
         return trial, self.space.suggest(trial)
 
     def _fixed_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
@@ -149,27 +151,25 @@ class Ledger:
         active = self.space.defaults() | trial.params | values
         return {name: value for name, value in values.items() if self.space.knobs[name].active(active)}
 
-    def _start(self, trial: optuna.Trial, knobs: dict[str, Value], planned: PlannedTrial, ray_trial_id: str) -> dict[str, Any]:
+    def _start(self, trial: optuna.Trial, knobs: dict[str, Value], ray_trial_id: str) -> dict[str, Any]:
         train = asdict(self.preset.train) | {k: v for k, v in knobs.items() if k in TRAINING_KNOBS}
         train["seed"] = self.seed * 100_000 + trial.number
         model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
         attributes = self.run_attributes | {
-            "baseline": planned.baseline,
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,
             "driver": driver_identity(),
-            "heartbeat": time.time(),
             "model_config": model,
             "train_config": train,
         }
-        attributes |= {name: getattr(planned, name) for name in ("retry_of", "repeat_of") if getattr(planned, name) is not None}
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
         self.open[trial.number] = trial
         self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
-        self.plans[trial.number] = planned
+        self.storage.record_heartbeat(self.trial_ids[trial.number])  # alive from its start (stale only after a heartbeat)
         return {
             "number": trial.number,
+            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``studies.runner.ASHAExceptRepeats``)
             "model": model,
             "train": train,
             "task": self.preset.task,
@@ -200,7 +200,7 @@ class Ledger:
 
         A failure that says the configuration cannot train is told to the sampler as
         infeasible (``studies.sampler.tell_infeasible``); a dead worker's, or a shared
-        GPU's out of memory, is retried first (at most ``MAX_RETRIES`` times).
+        GPU's out of memory, is queued again first (``studies.plan.retry``).
         """
         trial = self.open.pop(number, None)
         if trial is None:
@@ -218,7 +218,7 @@ class Ledger:
             if failure.diverged_at_step is not None:
                 trial.set_user_attr("diverged_at_step", failure.diverged_at_step)
             state, values = TrialState.FAIL, None
-            if not (failure.retry and self._retry(number, trial)) and failure.infeasible:
+            if not (failure.retry and self._retry(trial)) and failure.infeasible:
                 tell_infeasible(self.study, trial, failure.infeasible)
                 self._ended(INFEASIBLE, last)
                 return
@@ -241,12 +241,13 @@ class Ledger:
             self.durations.append(float(last["wall_seconds"]))
 
     def interrupt(self) -> None:
-        """Fail the running trials of a run stopped by Ctrl-C; the next run retries them."""
+        """Fail the running trials of a run stopped by Ctrl-C and queue them again for the next run."""
         for number in list(self.open):
             trial = self.open.pop(number)
             trial.set_user_attr("error", "interrupted (Ctrl-C) before it finished; the next run retries its configuration")
             trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
             self.study.tell(trial, state=TrialState.FAIL)
+            retry(self.study, trial)
 
     def __getstate__(self) -> dict[str, Any]:
         """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
@@ -256,45 +257,20 @@ class Ledger:
         """
         return {name: value for name, value in self.__dict__.items() if name not in ("study", "storage", "ask_lock", "open")}
 
-    def _counted_trials(self) -> list[optuna.trial.FrozenTrial]:
-        """Trials that use up the budget: finished or running, seed repeats and infeasible ones aside (all drivers')."""
-        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        trials = self.study.get_trials(deepcopy=False, states=states)
-        return [t for t in trials if "repeat_of" not in t.user_attrs and INFEASIBLE_ATTRIBUTE not in t.user_attrs]
-
-    @staticmethod
-    def _baseline_taken(planned: PlannedTrial, counted: list[optuna.trial.FrozenTrial]) -> bool:
-        """A first-run baseline that some driver already runs or ran (a shared store)."""
-        if not planned.baseline or planned.retry_of is not None or planned.repeat_of is not None:
-            return False
-        return any(t.user_attrs.get("baseline") and has_values(t.params, planned.fixed) for t in counted)
-
     def heartbeat(self) -> None:
-        """Tell other drivers that this one's running trials are alive."""
-        now = time.time()
-        for trial in self.open.values():
-            trial.set_user_attr("heartbeat", now)
+        """Record Optuna's heartbeat of this driver's running trials (other drivers fail them when it stops)."""
+        for number in self.open:
+            self.storage.record_heartbeat(self.trial_ids[number])
 
-    def _retry(self, number: int, trial: optuna.Trial) -> bool:
-        """Queue a failed trial's configuration again, at most ``MAX_RETRIES`` times; True if queued."""
-        planned = self.plans[number]
-        if planned.attempt >= MAX_RETRIES:
-            return False
-        self.queue.append(
-            PlannedTrial(
-                fixed=dict(trial.params),
-                baseline=planned.baseline,
-                retry_of=number,
-                repeat_of=planned.repeat_of,
-                attempt=planned.attempt + 1,
-            )
-        )
-        self.total += 1
-        return True
+    def _retry(self, trial: optuna.Trial) -> bool:
+        """Queue a failed trial's configuration again (``studies.plan.retry``); True if queued."""
+        queued_again = retry(self.study, trial)
+        self.total += queued_again
+        return queued_again
 
     def done(self) -> bool:
-        """Every planned trial was asked and has ended (a failure may still add a retry until then)."""
-        return self.asked >= self.total and not self.open
+        """This run asked all it may and every trial it started has ended (a failure may still queue a retry)."""
+        return not self.open and self.asked >= self.total
 
     def finished_count(self) -> int:
         return sum(self.finished.values())

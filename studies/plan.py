@@ -1,30 +1,47 @@
-"""What a run trains: planned trials, and the trials a dead or interrupted driver left behind.
+"""The store as the queue of planned trials, shared by every driver of a study.
 
-A ``PlannedTrial`` fixes some knob values before the sampler fills in the rest
-(baselines, retries, seed repeats). ``recover_interrupted`` fails the trials a dead
-driver left RUNNING and plans their retries.
+A planned trial (a baseline, a retry, a seed repeat) is a WAITING trial in the Optuna
+store (``Study.enqueue_trial``): its fixed knob values are the queued parameters and
+how it was planned (``PlannedTrial``) its user attributes. Any driver's next ask takes
+it, in the order it was queued; a killed driver's queue survives in the store.
+
+A driver's running trials beat through Optuna's heartbeat (``RDBStorage.record_heartbeat``).
+``recover_interrupted`` fails the trials a dead driver left RUNNING (all of them when
+this driver is the store's only one; else those whose heartbeat is older than
+``GRACE_PERIOD_S``, by ``optuna.storages.fail_stale_trials``) and queues their retries.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from search_space.space import Value
+from storage.trials import INFEASIBLE_ATTRIBUTE
 
-STALE_AFTER_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
-INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped: the next run retries it
+HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
+GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
+INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
+MAX_RETRIES = 2  # a configuration whose trials keep dying is given up after this many retries
+PLAN_ATTRIBUTES = ("baseline", "retry_of", "repeat_of", "attempt")
 
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """A trial to ask, with knob values fixed before the sampler fills in the rest."""
+    """A trial to run, with knob values fixed before the sampler fills in the rest.
+
+    Args:
+        fixed: The knob values it fixes.
+        baseline: It belongs to the study's baselines.
+        retry_of: The number of the failed trial whose configuration it runs again.
+        repeat_of: The number of the trial whose configuration it runs on a fresh seed.
+        attempt: How many times its configuration failed and was retried before.
+    """
 
     fixed: Mapping[str, Value]
     baseline: bool = False
@@ -32,31 +49,65 @@ class PlannedTrial:
     repeat_of: int | None = None
     attempt: int = 0
 
+    def attributes(self) -> dict[str, Any]:
+        """The user attributes that record how the trial was planned."""
+        named = {"retry_of": self.retry_of, "repeat_of": self.repeat_of, "attempt": self.attempt or None}
+        return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
-def has_values(params: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
-    """Whether ``params`` holds every one of ``values``."""
-    return all(params.get(name) == value for name, value in values.items())
+    @classmethod
+    def of(cls, trial: FrozenTrial | optuna.Trial) -> PlannedTrial:
+        """How ``trial`` was planned, with all its parameters fixed (to run its configuration again)."""
+        attributes = trial.user_attrs
+        return cls(
+            fixed=dict(trial.params),
+            baseline=bool(attributes.get("baseline")),
+            retry_of=attributes.get("retry_of"),
+            repeat_of=attributes.get("repeat_of"),
+            attempt=int(attributes.get("attempt", 0)),
+        )
 
 
-def driver_identity() -> str:
-    """``host:pid`` of this driver process, recorded on every trial it runs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+def enqueue(study: optuna.Study, planned: PlannedTrial, *, skip_if_exists: bool = False) -> None:
+    """Put ``planned`` at the end of the store's queue (``skip_if_exists``: not if a trial fixed the same values)."""
+    study.enqueue_trial(dict(planned.fixed), user_attrs=planned.attributes(), skip_if_exists=skip_if_exists)
 
 
-def _driver_is_dead(trial: optuna.trial.FrozenTrial, now: float) -> bool:
-    """A RUNNING trial's driver is gone: a dead pid on this host, or no heartbeat for ``STALE_AFTER_S``."""
-    host, _, pid = str(trial.user_attrs.get("driver", "")).rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass  # alive, another user's
-    heartbeat = trial.user_attrs.get("heartbeat")
-    if heartbeat is None:  # never heartbeat: judge by its start
-        heartbeat = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
-    return now - float(heartbeat) > STALE_AFTER_S
+def queued(study: optuna.Study) -> list[FrozenTrial]:
+    """The store's queue: WAITING trials, in the order the next asks take them."""
+    return study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+
+
+def trials_counted(study: optuna.Study) -> int:
+    """How much of the study's ``--trials`` is used: finished, running and queued trials (all drivers').
+
+    Seed repeats and infeasible configurations use none of it.
+    """
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
+    trials = study.get_trials(deepcopy=False, states=states)
+    return sum("repeat_of" not in t.user_attrs and INFEASIBLE_ATTRIBUTE not in t.user_attrs for t in trials)
+
+
+def retry(study: optuna.Study, trial: FrozenTrial | optuna.Trial) -> bool:
+    """Queue a failed trial's configuration again, at most ``MAX_RETRIES`` times.
+
+    Returns:
+        True if a retry was queued.
+    """
+    planned = PlannedTrial.of(trial)
+    if planned.attempt >= MAX_RETRIES:
+        return False
+    enqueue(study, PlannedTrial(planned.fixed, planned.baseline, trial.number, planned.repeat_of, planned.attempt + 1))
+    return True
+
+
+def heartbeat_options() -> dict[str, Any]:
+    """``RDBStorage`` keyword arguments for a driver's storage: Optuna's heartbeat, and ``retry`` for stale trials.
+
+    (Optuna's ``RetryHeartbeatStaleTrialCallback`` would copy the dead run's user
+    attributes and keep the lineage in system attributes; ``retry`` records the store's
+    own ``retry_of`` and ``attempt``, with the same limit as any other retry.)
+    """
+    return {"heartbeat_interval": HEARTBEAT_INTERVAL_S, "grace_period": GRACE_PERIOD_S, "heartbeat_stale_trial_callback": retry}
 
 
 def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
@@ -64,33 +115,25 @@ def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: 
     return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
 
 
-def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage, *, exclusive: bool) -> list[PlannedTrial]:
-    """Mark trials left RUNNING by a dead driver as failed, and plan their retries.
+def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage, *, exclusive: bool) -> None:
+    """Fail the trials a dead driver left RUNNING and queue their retries.
 
     Args:
-        study: The study.
+        study: The study, opened on ``storage``.
+        storage: A storage made with ``heartbeat_options``.
         exclusive: This driver is the store's only one (SQLite's writer lock is held), so
             every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
-            only trials whose driver is dead or silent (``_driver_is_dead``) are.
-
-    Trials that a run stopped on Ctrl-C (``Ledger.interrupt``) are retried too, once.
-
-    Returns:
-        One retry per interrupted trial, with all its knob values fixed.
+            only the trials whose heartbeat is older than ``GRACE_PERIOD_S`` are (Optuna
+            fails them and calls ``retry``; a finished trial takes no error message,
+            so ``storage.trials`` names the cause).
     """
-    retries, now = [], time.time()
-    trials = study.get_trials(deepcopy=False)
-    retried = {t.user_attrs.get("retry_of") for t in trials}
-    for trial in trials:
-        if trial.state == TrialState.RUNNING:
-            if not exclusive and not _driver_is_dead(trial, now):
-                continue
-            error = "left RUNNING by an interrupted run; its configuration is retried"
-            storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
-            study.tell(trial.number, state=TrialState.FAIL)
-        elif not (trial.state == TrialState.FAIL and trial.user_attrs.get(INTERRUPTED_ATTRIBUTE) and trial.number not in retried):
-            continue
-        retries.append(
-            PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), retry_of=trial.number)
-        )
-    return retries
+    if not exclusive:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        return
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        error = "left RUNNING by an interrupted run; its configuration is retried"
+        storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
+        study.tell(trial.number, state=TrialState.FAIL)
+        retry(study, trial)

@@ -19,7 +19,7 @@ import pandas as pd
 import ray
 import torch
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from outputs import REPORTS_DIR, TUNE_DIR
 from reports.files import check_writable_dir, check_writable_file, report_path
@@ -35,9 +35,9 @@ from storage import (
     single_writer,
     sqlite_path,
 )
-from storage.trials import INFEASIBLE_ATTRIBUTE, configuration_key, outcome, pareto_mask, trials_frame
+from storage.trials import configuration_key, outcome, pareto_mask, trials_frame
 from studies.ledger import Ledger
-from studies.plan import PlannedTrial, has_values, recover_interrupted
+from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued, recover_interrupted, trials_counted
 from studies.progress import ProgressLine
 from studies.registry import Preset, Study
 from studies.sampler import sampler_for
@@ -136,29 +136,27 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
 
 def plan_trials(
     study: Study, space: SearchSpace, store: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool
-) -> tuple[list[PlannedTrial], int]:
-    """Retries, then missing baselines, then searched trials, within the budget.
+) -> int:
+    """Queue in the store what a run must train first: dead drivers' retries, then missing baselines.
 
-    A baseline that diverged or did not fit is not planned again: the result stands.
+    A baseline is queued once: one that any trial fixed already (finished, running,
+    queued, or one that diverged or did not fit: the result stands) is not queued again.
+    Hold the study's lock (``StudyLock``) around it, so that drivers sharing the store
+    queue each baseline once.
 
-    ``exclusive``: this driver is the store's only one (see ``recover_interrupted``).
+    Args:
+        trials: The study's budget (``--trials``), seed repeats aside.
+        exclusive: This driver is the store's only one (see ``studies.plan.recover_interrupted``).
 
     Returns:
-        The queue of fixed trials and how many searched trials follow it.
+        How many trials are left to run: the queue, then searched trials up to ``trials``.
     """
-    retries = recover_interrupted(store, storage, exclusive=exclusive)
-    stored = store.get_trials(deepcopy=False)
-    infeasible = [t for t in stored if INFEASIBLE_ATTRIBUTE in t.user_attrs]
-    finished = [t for t in stored if outcome(t) in FINISHED_STATES and "repeat_of" not in t.user_attrs]
-    covered = [t.params for t in finished + infeasible if t.user_attrs.get("baseline")] + [r.fixed for r in retries if r.baseline]
-    baselines = [
-        PlannedTrial(fixed=values, baseline=True)
-        for values in study.baselines(space)
-        if not any(has_values(params, values) for params in covered)
-    ]
-    remaining = max(trials - len(finished), 0)
-    queue = (retries + baselines)[:remaining]
-    return queue, remaining - len(queue)
+    recover_interrupted(store, storage, exclusive=exclusive)
+    for values in study.baselines(space):
+        if trials_counted(store) >= trials:
+            break
+        enqueue(store, PlannedTrial(fixed=values, baseline=True), skip_if_exists=True)
+    return len(queued(store)) + max(trials - trials_counted(store), 0)
 
 
 def check_ray_address(address: str) -> None:
@@ -300,30 +298,26 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     with single_writer(run.url):
         store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
-        queue, searched = plan_trials(study, run.space, store, storage, run.trials, exclusive=exclusive)
+        lock = StudyLock(run.url, store.study_name)
+        with lock.held():  # drivers sharing the store queue each baseline once
+            to_run = plan_trials(study, run.space, store, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(store.study_name)
-        print(
-            f"study {store.study_name}: {run.trials - len(queue) - searched} of {run.trials} trials already finished; "
-            f"running {len(queue) + searched}",
-            file=out,
-        )
+        print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
 
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
         preset.task.load(cache_dir)  # built once here; workers memory-map it
-        lock = StudyLock(run.url, store.study_name)
         attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory
 
-        def ledger(queue: list[PlannedTrial], searched: int, budget: int | None) -> Ledger:
-            return Ledger(
+        def tune_trials(budget: int, *, early_stopping: bool) -> None:
+            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune."""
+            ledger = Ledger(
                 store,
                 storage=storage,
                 definition=study,
                 preset=preset,
                 space=run.space,
-                queue=queue,
-                searched=searched,
                 fixed=run.fixed_others,
                 seed=options.seed,
                 run_attributes=attributes,
@@ -332,17 +326,18 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 ask_lock=lock.held,
                 memory_bytes=run.resources.memory,
             )
+            _tune(ledger, preset, store.study_name, run.resources, early_stopping=early_stopping)
 
-        started = _start_ray(options.address) if queue or searched or options.repeat_seeds else False
+        started = _start_ray(options.address) if to_run or options.repeat_seeds else False
         try:
-            if queue or searched:
-                _tune(ledger(queue, searched, run.trials), preset, store.study_name, run.resources, early_stopping=True)
+            if to_run:
+                tune_trials(run.trials, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(
-                    f"repeating {len(repeats)} trials: the front and the baselines, {options.repeat_seeds} more seeds each",
+                    f"repeating {repeats} trials: the front and the baselines, {options.repeat_seeds} more seeds each",
                     file=out,
                 )
-                _tune(ledger(repeats, 0, None), preset, store.study_name, run.resources, early_stopping=False)
+                tune_trials(0, early_stopping=False)
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
@@ -362,7 +357,7 @@ def _open_study(
         The study, and the storage that holds it.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
-    storage = open_storage(run.url)
+    storage = open_storage(run.url, **heartbeat_options())
     name = _store_name(study, run.preset, options.fixed | run.train_overrides)  # other training: another study
     if options.fresh and (old := _existing(storage, name)) is not None:
         new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
@@ -397,32 +392,34 @@ def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: S
     store.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})
 
 
-def plan_repeats(store: optuna.Study, seeds: int) -> list[PlannedTrial]:
-    """Trials that give the DAMCHA front and every baseline ``seeds`` more seeds than their first.
+def plan_repeats(store: optuna.Study, seeds: int) -> int:
+    """Queue trials that give the DAMCHA front and every baseline ``seeds`` more seeds than their first.
 
-    Configurations already repeated (by an earlier run) get only what they lack.
+    Configurations already repeated, or queued for it (by an earlier run), get only what they lack.
+
+    Returns:
+        How many repeats were queued.
     """
     frame = trials_frame(store)
     if frame.empty:
-        return []
+        return 0
     complete = frame[frame["state"] == "COMPLETE"]
     damcha = complete[~complete["baseline"]]
     chosen = pd.concat([damcha[pareto_mask(damcha)], complete[complete["baseline"]]])
-    trials = {t.number: t for t in store.get_trials(deepcopy=False) if outcome(t) in FINISHED_STATES}
-    runs: dict[str, int] = {}
-    for trial in trials.values():
-        runs[configuration_key(trial.params)] = runs.get(configuration_key(trial.params), 0) + 1
-    planned, seen = [], set()
-    for number in chosen["number"]:
-        trial = trials[int(number)]
+    stored = store.get_trials(deepcopy=False)
+    by_number = {t.number: t for t in stored}
+    runs = Counter(configuration_key(t.params) for t in stored if outcome(t) in FINISHED_STATES)
+    waiting = [t.user_attrs["repeat_of"] for t in queued(store) if "repeat_of" in t.user_attrs]
+    runs.update(configuration_key(by_number[number].params) for number in waiting)
+    planned = 0
+    for number in dict.fromkeys(int(n) for n in chosen["number"]):
+        trial = by_number[number]
         key = configuration_key(trial.params)
-        if key in seen:
-            continue
-        seen.add(key)
-        baseline = bool(trial.user_attrs.get("baseline"))
-        planned += [PlannedTrial(fixed=dict(trial.params), baseline=baseline, repeat_of=trial.number)] * max(
-            0, seeds + 1 - runs[key]
-        )
+        repeat = PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), repeat_of=number)
+        for _ in range(max(0, seeds + 1 - runs[key])):
+            enqueue(store, repeat)
+            planned += 1
+        runs[key] = max(runs[key], seeds + 1)  # two chosen trials of one configuration: repeated once
     return planned
 
 
@@ -456,6 +453,19 @@ def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
     return request, max(1, min(fits))
 
 
+class ASHAExceptRepeats(ASHAScheduler):
+    """ASHA for searched trials and baselines; a seed repeat trains to its last step.
+
+    A repeat measures its configuration again on a fresh seed, so stopping it early would
+    leave no result. Repeats run after the search, unless an earlier run left some queued.
+    """
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        if trial.config.get("repeat"):
+            return TrialScheduler.CONTINUE
+        return super().on_trial_result(tune_controller, trial, result)
+
+
 def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
     """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``).
 
@@ -466,7 +476,7 @@ def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, 
     # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     request, concurrency = _trial_request(resources)
-    scheduler = ASHAScheduler(
+    scheduler = ASHAExceptRepeats(
         time_attr="step",
         metric="val_accuracy",
         mode="max",

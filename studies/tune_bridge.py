@@ -18,8 +18,7 @@ from ray.tune import Callback
 from ray.tune.search import Searcher
 
 from studies.ledger import Ledger
-
-HEARTBEAT_S = 30  # a driver refreshes its running trials' heartbeat this often
+from studies.plan import HEARTBEAT_INTERVAL_S
 
 
 class LedgerSearcher(Searcher):
@@ -53,7 +52,7 @@ class LedgerCallback(Callback):
         self.last_heartbeat = time.monotonic()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        if time.monotonic() - self.last_heartbeat > HEARTBEAT_S:
+        if time.monotonic() - self.last_heartbeat > HEARTBEAT_INTERVAL_S:
             self.ledger.heartbeat()
             self.last_heartbeat = time.monotonic()
 

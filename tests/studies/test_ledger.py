@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,9 +14,9 @@ from ray.exceptions import ActorDiedError
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, outcome
+from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR, outcome, trials_frame
 from studies.ledger import Ledger
-from studies.plan import PlannedTrial
+from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued
 from studies.registry import LRA_SHARING, Study
 from studies.sampler import TRAINABLE
 
@@ -32,21 +33,23 @@ def make_ledger(
     fixed: dict | None = None,
     sampler: optuna.samplers.BaseSampler | None = None,
 ) -> Ledger:
-    """A ledger over a new study in a real SQLite store (the smoke preset's space unless ``space``)."""
-    storage = open_storage(f"sqlite:///{tmp_path / 'store.db'}")
+    """A ledger over a new study in a real SQLite store, with ``queue`` in the store's queue and a
+    budget of ``searched`` more trials (the smoke preset's space unless ``space``)."""
+    storage = open_storage(f"sqlite:///{tmp_path / 'store.db'}", **heartbeat_options())
     store = optuna.create_study(storage=storage, directions=["maximize", "minimize"], sampler=sampler)
+    for planned in queue:
+        enqueue(store, planned)
     return Ledger(
         store,
         storage=storage,
         definition=definition,
         preset=PRESET,
         space=space or definition.space_for(PRESET),
-        queue=queue,
-        searched=searched,
         fixed=fixed or {},
         seed=3,
         run_attributes={"preset": "smoke"},
         cache_dir=str(tmp_path),
+        budget=len(queue) + searched,
     )
 
 
@@ -92,7 +95,7 @@ def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path:
     ledger = make_ledger(tmp_path, [], 2)
     first, other = ledger.ask("a"), ledger.ask("b")
     ledger.finish(other["number"], report(20), "ValueError: training raised", ValueError("training raised"))
-    assert ledger.ask("c") is None and not ledger.queue  # an exception is not retried
+    assert ledger.ask("c") is None and not queued(ledger.study)  # an exception is not retried
     died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
     number = first["number"]
     for attempt in (1, 2):
@@ -156,16 +159,16 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
     from studies.failures import SharedGPUOutOfMemoryError
-    from studies.ledger import MAX_RETRIES
+    from studies.plan import MAX_RETRIES
 
     ledger = make_ledger(tmp_path, [], 1)
     number = ledger.ask("ray-0")["number"]
     exception = SharedGPUOutOfMemoryError("CUDA out of memory", True, None, 0.5)
     for attempt in range(MAX_RETRIES + 1):
         ledger.finish(number, None, f"SharedGPUOutOfMemoryError: {exception}", exception)
-        retried = bool(ledger.queue)
+        retried = bool(queued(ledger.study))
         if attempt < MAX_RETRIES:
-            assert retried and ledger.queue[0].retry_of == number
+            assert retried and queued(ledger.study)[0].user_attrs["retry_of"] == number
             number = ledger.ask(f"ray-{attempt + 1}")["number"]
     assert not retried  # given up after its retries...
     trials = ledger.study.get_trials()
@@ -177,3 +180,52 @@ def test_each_trial_gets_the_run_s_one_absolute_compile_cache(tmp_path: Path) ->
     ledger = make_ledger(tmp_path, [], 2)
     folders = {ledger.ask(f"ray-{i}")["compile_cache_dir"] for i in range(2)}
     assert len(folders) == 1 and Path(folders.pop()).is_absolute()
+
+
+def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_again(tmp_path: Path) -> None:
+    from studies.plan import recover_interrupted, retry
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    storage = open_storage(url, heartbeat_interval=1, grace_period=1, heartbeat_stale_trial_callback=retry)
+    store = optuna.create_study(storage=storage, directions=["maximize", "minimize"])
+    ledger = Ledger(
+        store,
+        storage=storage,
+        definition=LRA_SHARING,
+        preset=PRESET,
+        space=LRA_SHARING.space_for(PRESET),
+        fixed={},
+        seed=0,
+        run_attributes={},
+        cache_dir=str(tmp_path),
+        budget=2,
+    )
+    silent, alive = ledger.ask("silent")["number"], ledger.ask("alive")["number"]
+    time.sleep(2.5)  # past the grace period...
+    storage.record_heartbeat(ledger.trial_ids[alive])  # ...for the trial whose driver stopped beating
+    recover_interrupted(store, storage, exclusive=False)  # another driver's view of the store
+    trials = store.get_trials()
+    assert trials[silent].state == TrialState.FAIL and trials[alive].state == TrialState.RUNNING
+    (retry,) = queued(store)
+    assert retry.user_attrs == {"baseline": False, "retry_of": silent, "attempt": 1}
+    assert ledger.ask("next") is None  # this driver's own budget is spent; the queued retry is the next run's
+    assert trials_frame(store).set_index("number").loc[silent, "error"] == LOST_DRIVER_ERROR
+
+
+def test_early_stopping_spares_seed_repeats(tmp_path: Path) -> None:
+    from ray.tune.experiment import Trial
+
+    from studies.runner import ASHAExceptRepeats
+
+    ledger = make_ledger(tmp_path, [PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0)
+    assert ledger.ask("repeat")["repeat"] is True  # the trainable's config says so
+
+    scheduler = ASHAExceptRepeats(time_attr="step", metric="val_accuracy", mode="max", max_t=100, grace_period=1)
+    good = [Trial("run_trial", config={"repeat": False}, stub=True) for _ in range(4)]
+    bad, repeat = (Trial("run_trial", config={"repeat": flag}, stub=True) for flag in (False, True))
+    for trial in [*good, bad, repeat]:
+        scheduler.on_trial_add(None, trial)
+    for trial in good:
+        scheduler.on_trial_result(None, trial, {"step": 1, "val_accuracy": 0.9})
+    assert scheduler.on_trial_result(None, bad, {"step": 1, "val_accuracy": 0.1}) == "STOP"  # ASHA as usual...
+    assert scheduler.on_trial_result(None, repeat, {"step": 1, "val_accuracy": 0.1}) == "CONTINUE"  # ...but not for a repeat
