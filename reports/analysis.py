@@ -15,10 +15,11 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from storage import masked_url
-from storage.trials import ACCURACY, FLOPS, configuration_key, outcome
+from storage.trials import ACCURACY, FLOPS, configuration_key, family_of, knob_columns, outcome
 
 BOOTSTRAP_SAMPLES = 10_000
 CONFIDENCE = 0.95
+VERDICT_ATTRIBUTE = "verdict"  # the study's user attribute holding ``verdict(...).sentence`` after a run
 
 
 def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
@@ -29,14 +30,16 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         knobs: The knob columns that identify a configuration.
 
     Returns:
-        One row per configuration: ``config``, ``baseline``, the knobs, ``seeds`` (count),
+        One row per configuration: ``config``, ``family``, ``baseline``, the knobs, ``seeds`` (count),
         ``accuracies`` (list), ``mean_accuracy``, ``ci_low``/``ci_high`` (bootstrap of the
         mean; NaN with one seed), ``flops_per_example``, ``parameters``, ``examples_per_s``,
         ``numbers`` (trial numbers).
     """
     complete = frame[frame["state"] == "COMPLETE"].copy()
     if complete.empty:
-        return pd.DataFrame(columns=["config", "baseline", *knobs, "seeds", "mean_accuracy", "ci_low", "ci_high", FLOPS])
+        return pd.DataFrame(
+            columns=["config", "family", "baseline", *knobs, "seeds", "mean_accuracy", "ci_low", "ci_high", FLOPS]
+        )
     complete["config"] = [configuration_key({k: row.get(k) for k in knobs}) for _, row in complete.iterrows()]
     rows = []
     for key, group in complete.groupby("config", sort=False):
@@ -46,6 +49,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         rows.append(
             {
                 "config": key,
+                "family": first["family"],
                 "baseline": bool(first["baseline"]),
                 **{k: first.get(k) for k in knobs},
                 "seeds": len(accuracies),
@@ -83,63 +87,108 @@ def difference_interval(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> tuple
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """One family's best configuration at or below the best baseline's FLOPs, against that baseline.
+
+    ``gain_points`` and ``interval`` are in accuracy points (the interval NaN below two seeds each).
+    """
+
+    family: str
+    candidate: pd.Series
+    baseline: pd.Series
+    gain_points: float
+    interval: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class Headline:
-    """The study's answer in one sentence, and the numbers behind it."""
+    """The study's answer in one paragraph, and the comparisons behind it (one per non-baseline family)."""
 
     sentence: str
-    damcha: pd.Series | None = None
-    mha: pd.Series | None = None
-    gain_points: float = float("nan")
-    interval: tuple[float, float] = (float("nan"), float("nan"))
+    comparisons: tuple[Comparison, ...] = ()
+
+
+def verdict(frame: pd.DataFrame) -> Headline:
+    """The study's answer, the one text that the summary, the report and the store's
+    ``verdict`` attribute show: ``headline`` over the frame's configurations."""
+    return headline(configurations(frame, knob_columns(frame)))
 
 
 def headline(configs: pd.DataFrame) -> Headline:
-    """Best DAMCHA at or below the best MHA baseline's FLOPs, against that baseline.
+    """Each non-baseline family's best configuration at or below the best baseline's FLOPs, against that baseline.
 
-    The comparison is the difference of mean accuracies over seeds, with a 95%
-    bootstrap interval (each configuration's seeds resampled independently); it is
-    called significant when the interval excludes zero.
+    A comparison is the difference of mean accuracies over seeds, with a 95% bootstrap
+    interval (each configuration's seeds resampled independently); it is called
+    significant when the interval excludes zero.
     """
     baselines = configs[configs["baseline"]] if not configs.empty else configs
     if baselines.empty:
-        return Headline("No MHA baseline completed, so there is no comparison yet.")
-    mha = baselines.sort_values("mean_accuracy").iloc[-1]
-    cheaper = configs[~configs["baseline"] & (configs[FLOPS] <= mha[FLOPS])]
-    if cheaper.empty:
-        return Headline(
-            f"No DAMCHA configuration completed at or below the best MHA's {mha[FLOPS]:.3g} FLOPs per example.", mha=mha
-        )
-    damcha = cheaper.sort_values("mean_accuracy").iloc[-1]
-    gain = 100 * (damcha["mean_accuracy"] - mha["mean_accuracy"])
-    low, high = difference_interval(np.array(damcha["accuracies"]), np.array(mha["accuracies"]))
+        return Headline("No baseline configuration completed, so there is no comparison yet.")
+    reference = baselines.sort_values("mean_accuracy").iloc[-1]
+    name = reference["family"]
+    sentences, comparisons = [], []
+    for family, group in configs[~configs["baseline"]].groupby("family", sort=False):
+        cheaper = group[group[FLOPS] <= reference[FLOPS]]
+        if cheaper.empty:
+            sentences.append(
+                f"No {family} configuration completed at or below the best {name}'s {reference[FLOPS]:.3g} FLOPs per example."
+            )
+            continue
+        best = cheaper.sort_values("mean_accuracy").iloc[-1]
+        comparison = _compare(family, best, reference)
+        comparisons.append(comparison)
+        sentences.append(_sentence(comparison, name))
+    if not sentences:
+        sentences.append(f"No configuration of another family completed to compare with the best {name}.")
+    return Headline(" ".join(sentences), tuple(comparisons))
+
+
+def _compare(family: str, candidate: pd.Series, baseline: pd.Series) -> Comparison:
+    gain = 100 * (candidate["mean_accuracy"] - baseline["mean_accuracy"])
+    low, high = difference_interval(np.array(candidate["accuracies"]), np.array(baseline["accuracies"]))
+    return Comparison(family, candidate, baseline, gain, (100 * low, 100 * high))
+
+
+def _sentence(comparison: Comparison, baseline_family: str) -> str:
+    """One comparison in words: gain, accuracies, and the interval or why there is none."""
+    candidate, baseline, gain = comparison.candidate, comparison.baseline, comparison.gain_points
     verb = "gains" if gain >= 0 else "trails by"
     sentence = (
-        f"The best DAMCHA at ≤ MHA's FLOPs ({damcha[FLOPS] / mha[FLOPS]:.2f}× its FLOPs) {verb} {abs(gain):.1f} accuracy "
-        f"points against the best MHA ({100 * damcha['mean_accuracy']:.1f}% vs {100 * mha['mean_accuracy']:.1f}%"
+        f"The best {comparison.family} at ≤ {baseline_family}'s FLOPs ({candidate[FLOPS] / baseline[FLOPS]:.2f}× its FLOPs) "
+        f"{verb} {abs(gain):.1f} accuracy points against the best {baseline_family} "
+        f"({100 * candidate['mean_accuracy']:.1f}% vs {100 * baseline['mean_accuracy']:.1f}%"
     )
+    low, high = comparison.interval
     if np.isnan(low):
-        sentence += (
-            f"; {damcha['seeds']} and {mha['seeds']} seed(s), too few for a confidence interval: rerun with --repeat-seeds 3)."
+        return sentence + (
+            f"; {candidate['seeds']} and {baseline['seeds']} seed(s), too few for a confidence interval: "
+            "rerun with --repeat-seeds 3)."
         )
-    else:
-        significant = "significant" if low > 0 or high < 0 else "not significant"
-        sentence += (
-            f"; 95% CI {100 * low:+.1f} to {100 * high:+.1f} points, bootstrap over {damcha['seeds']} and "
-            f"{mha['seeds']} seeds: {significant})."
-        )
-    return Headline(sentence, damcha, mha, gain, (100 * low, 100 * high))
+    significant = "significant" if low > 0 or high < 0 else "not significant"
+    return sentence + (
+        f"; 95% CI {low:+.1f} to {high:+.1f} points, bootstrap over {candidate['seeds']} and "
+        f"{baseline['seeds']} seeds: {significant})."
+    )
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
-    """Intermediate values of some trials, long format: ``number``, ``step``, ``val_accuracy``, ``state``, ``baseline``."""
+    """Intermediate values of some trials, long format: ``number``, ``step``, ``val_accuracy``, ``state``,
+    ``family``, ``baseline``."""
     wanted = set(numbers)
     rows = [
-        {"number": t.number, "step": step, ACCURACY: value, "state": t.state.name, "baseline": bool(t.user_attrs.get("baseline"))}
+        {
+            "number": t.number,
+            "step": step,
+            ACCURACY: value,
+            "state": t.state.name,
+            "family": family_of(t),
+            "baseline": bool(t.user_attrs.get("baseline")),
+        }
         for t in study.get_trials(deepcopy=False)
         if t.number in wanted
         for step, value in sorted(t.intermediate_values.items())
     ]
-    return pd.DataFrame(rows, columns=["number", "step", ACCURACY, "state", "baseline"])
+    return pd.DataFrame(rows, columns=["number", "step", ACCURACY, "state", "family", "baseline"])
 
 
 def importances(study: optuna.Study) -> dict[str, float]:

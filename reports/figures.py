@@ -17,6 +17,7 @@ AXES = {
     SECONDS_PER_1K: "measured training time per 1,000 examples, s (log scale)",
 }
 COLORS = {"damcha": "#1f77b4", "mha": "#d62728", "pruned": "#9e9e9e"}
+FAMILY_PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 LAYOUT = {
     "template": "plotly_white",
     "height": 460,
@@ -34,7 +35,7 @@ def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
 
 def hover_text(row: pd.Series, knobs: list[str]) -> str:
     """Every knob (``knobs``: the frame's knob columns) and cost of a trial, HTML-escaped, one per line."""
-    lines = [f"trial {row['number']} ({row['state'].lower()}{', MHA baseline' if row['baseline'] else ''})"]
+    lines = [f"trial {row['number']}: {row['family']} ({row['state'].lower()})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
     lines.append(f"val accuracy = {row[ACCURACY]:.4f}")
     for name, unit in (
@@ -49,110 +50,117 @@ def hover_text(row: pd.Series, knobs: list[str]) -> str:
     return "<br>".join(html.escape(line) for line in lines)
 
 
+def families(frame: pd.DataFrame) -> dict[str, str]:
+    """The frame's families, the baseline first, each with its colour (the baseline's red)."""
+    ordered = frame.sort_values("baseline", ascending=False, kind="stable").drop_duplicates("family")
+    palette = iter(FAMILY_PALETTE)
+    return {row["family"]: COLORS["mha"] if row["baseline"] else next(palette) for _, row in ordered.iterrows()}
+
+
 def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
-    """Accuracy against one cost: DAMCHA trials and their front, MHA baselines and their front."""
+    """Accuracy against one cost: each family's trials and its front (the baseline's dashed, crosses)."""
     figure = go.Figure()
     knobs = knob_columns(frame)
     shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[ACCURACY].notna()]
-    damcha, mha = shown[~shown["baseline"]], shown[shown["baseline"]]
-    for name, rows, marker in (
-        ("DAMCHA", damcha[damcha["state"] == "COMPLETE"], {"symbol": "circle", "color": COLORS["damcha"], "size": 9}),
-        (
-            "DAMCHA, stopped early",
-            damcha[damcha["state"] == "PRUNED"],
-            {"symbol": "circle-open", "color": COLORS["pruned"], "size": 8},
-        ),
-        ("MHA baseline", mha[mha["state"] == "COMPLETE"], {"symbol": "x", "color": COLORS["mha"], "size": 11}),
-        ("MHA baseline, stopped early", mha[mha["state"] == "PRUNED"], {"symbol": "x-open", "color": COLORS["mha"], "size": 9}),
-    ):
-        figure.add_trace(
-            go.Scatter(
-                x=rows[x],
-                y=rows[ACCURACY],
-                mode="markers",
-                name=name,
-                marker=marker,
-                hovertext=[hover_text(row, knobs) for _, row in rows.iterrows()],
-                hoverinfo="text",
-            )
-        )
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
-    for name, rows, line in (
-        ("DAMCHA front", damcha, {"color": COLORS["damcha"], "width": 3, "shape": "hv"}),
-        ("MHA front (reference)", mha, {"color": COLORS["mha"], "width": 2, "dash": "dash", "shape": "hv"}),
-    ):
-        front = rows[pareto_mask(rows, x=x)].sort_values(x) if not rows.empty else rows
+    for family, color in families(shown).items():
+        rows = shown[shown["family"] == family]
+        baseline = bool(rows["baseline"].iloc[0])
+        symbol, size = ("x", 11) if baseline else ("circle", 9)
+        complete, stopped = rows[rows["state"] == "COMPLETE"], rows[rows["state"] == "PRUNED"]
+        for name, subset, marker in (
+            (family, complete, {"symbol": symbol, "color": color, "size": size}),
+            (f"{family}, stopped early", stopped, {"symbol": f"{symbol}-open", "color": color, "size": 8}),
+        ):
+            figure.add_trace(
+                go.Scatter(
+                    x=subset[x],
+                    y=subset[ACCURACY],
+                    mode="markers",
+                    name=html.escape(name),
+                    legendgroup=family,
+                    marker=marker,
+                    hovertext=[hover_text(row, knobs) for _, row in subset.iterrows()],
+                    hoverinfo="text",
+                )
+            )
+        front = rows[pareto_mask(rows, x=x)].sort_values(x)
         xs, ys = front[x].tolist(), front[ACCURACY].tolist()
         if ys and pd.notna(right_edge) and right_edge > xs[-1]:
             xs, ys = [*xs, right_edge], [*ys, ys[-1]]  # a front holds to the right: more cost buys at least as much
-        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, line=line, hoverinfo="skip"))
+        line = {"color": color, "width": 2 if baseline else 3, "shape": "hv"} | ({"dash": "dash"} if baseline else {})
+        name = html.escape(f"{family} front" + (" (reference)" if baseline else ""))
+        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=family, line=line, hoverinfo="skip"))
     figure.update_layout(title=title, xaxis_title=AXES[x], yaxis_title="validation accuracy", xaxis_type="log", **LAYOUT)
     return figure
 
 
 def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
-    """Accuracy of complete DAMCHA trials by each knob's value; the best MHA baseline as a line."""
+    """Accuracy of the complete trials of each non-baseline family by each knob's value; the best baseline as a line."""
     complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
-    damcha = complete[~complete["baseline"]]
+    compared = complete[~complete["baseline"]]
     hover_knobs = knob_columns(frame)
-    knobs = [k for k in knobs if k in damcha.columns and damcha[k].notna().any()]
+    knobs = [k for k in knobs if k in compared.columns and compared[k].notna().any()]
     if not knobs:
         figure = go.Figure()
-        figure.add_annotation(text="no complete DAMCHA trials yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        figure.add_annotation(text="no complete trials to compare yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         figure.update_layout(title="Knob effects", **LAYOUT)
         return figure
     figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=knobs, horizontal_spacing=0.04)
-    best_mha = complete.loc[complete["baseline"], ACCURACY].max()
+    best_baseline = complete.loc[complete["baseline"], ACCURACY].max()
+    colors = {family: color for family, color in families(complete).items() if family in set(compared["family"])}
     for column, knob in enumerate(knobs, start=1):
-        values = damcha[knob].astype(str)
-        figure.add_trace(
-            go.Box(
-                x=values,
-                y=damcha[ACCURACY],
-                boxpoints="all",
-                jitter=0.3,
-                pointpos=0,
-                name=knob,
-                showlegend=False,
-                marker={"color": COLORS["damcha"]},
-                hovertext=[hover_text(row, hover_knobs) for _, row in damcha.iterrows()],
-                hoverinfo="text",
-            ),
-            row=1,
-            col=column,
-        )
-        if pd.notna(best_mha):
-            figure.add_hline(y=best_mha, line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
+        for family, color in colors.items():
+            rows = compared[(compared["family"] == family) & compared[knob].notna()]
+            figure.add_trace(
+                go.Box(
+                    x=rows[knob].astype(str),
+                    y=rows[ACCURACY],
+                    boxpoints="all",
+                    jitter=0.3,
+                    pointpos=0,
+                    name=html.escape(family),
+                    legendgroup=family,
+                    offsetgroup=family,
+                    showlegend=column == 1,
+                    marker={"color": color},
+                    hovertext=[hover_text(row, hover_knobs) for _, row in rows.iterrows()],
+                    hoverinfo="text",
+                ),
+                row=1,
+                col=column,
+            )
+        if pd.notna(best_baseline):
+            figure.add_hline(y=best_baseline, line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
         order = sorted(
-            damcha[knob].dropna().unique(), key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v))
+            compared[knob].dropna().unique(), key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v))
         )
         figure.update_xaxes(
             type="category", categoryorder="array", categoryarray=[str(v) for v in order], title_text=knob, row=1, col=column
         )
     figure.update_yaxes(title_text="validation accuracy", row=1, col=1)
-    figure.update_layout(title="Knob effects: complete DAMCHA trials (dashed: best MHA baseline)", **LAYOUT)
+    figure.update_layout(title="Knob effects by family: complete trials (dashed: best baseline)", boxmode="group", **LAYOUT)
     return figure
 
 
 def curves_figure(
     curves: pd.DataFrame,
-    title: str = "Learning curves: the DAMCHA front and the MHA baselines",
+    title: str = "Learning curves: each family's front and best configuration",
     y_title: str = "validation accuracy",
 ) -> go.Figure:
-    """Intermediate values (validation accuracy) against step; baselines red, pruned trials grey and dotted."""
+    """Intermediate values (validation accuracy) against step, coloured by family; pruned trials dotted."""
     figure = go.Figure()
+    colors = families(curves.drop_duplicates("number")) if not curves.empty else {}
     for number, curve in curves.groupby("number", sort=True):
-        baseline, state = bool(curve["baseline"].iloc[0]), curve["state"].iloc[0]
-        color = COLORS["mha"] if baseline else COLORS["pruned"] if state == "PRUNED" else COLORS["damcha"]
-        dash = "dot" if state == "PRUNED" else "solid"
-        label = f"trial {number}" + (" (MHA)" if baseline else "") + (" (stopped early)" if state == "PRUNED" else "")
+        family, state = curve["family"].iloc[0], curve["state"].iloc[0]
+        label = f"trial {number} ({family})" + (" (stopped early)" if state == "PRUNED" else "")
         figure.add_trace(
             go.Scatter(
                 x=curve["step"],
                 y=curve[ACCURACY],
                 mode="lines+markers",
-                name=label,
-                line={"color": color, "dash": dash},
+                name=html.escape(label),
+                line={"color": colors.get(family, COLORS["pruned"]), "dash": "dot" if state == "PRUNED" else "solid"},
                 marker={"size": 5},
             )
         )
@@ -173,23 +181,21 @@ def importance_figure(importances: dict[str, float]) -> go.Figure:
 
 
 def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
-    """Several studies' DAMCHA fronts and MHA fronts on one set of axes (accuracy against FLOPs)."""
+    """Several studies' family fronts on one set of axes (accuracy against FLOPs; baselines dashed)."""
     figure = go.Figure()
     for study_name, frame in frames.items():
         knobs = knob_columns(frame)
         complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
-        for label, rows, dash in (
-            ("DAMCHA", complete[~complete["baseline"]], "solid"),
-            ("MHA", complete[complete["baseline"]], "dash"),
-        ):
-            front = rows[pareto_mask(rows)].sort_values(FLOPS) if not rows.empty else rows
+        for family in families(complete):
+            rows = complete[complete["family"] == family]
+            front = rows[pareto_mask(rows)].sort_values(FLOPS)
             figure.add_trace(
                 go.Scatter(
                     x=front[FLOPS],
                     y=front[ACCURACY],
                     mode="lines+markers",
-                    name=html.escape(f"{study_name}: {label} front"),
-                    line={"dash": dash, "shape": "hv"},
+                    name=html.escape(f"{study_name}: {family} front"),
+                    line={"dash": "dash" if rows["baseline"].iloc[0] else "solid", "shape": "hv"},
                     hovertext=[hover_text(row, knobs) for _, row in front.iterrows()],
                     hoverinfo="text",
                 )

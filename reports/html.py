@@ -1,9 +1,9 @@
 """The study report: one self-contained HTML file that answers the study's question at a glance.
 
-Sections: question and settings with a one-sentence answer, Pareto fronts against FLOPs,
-parameters and measured time, knob effects, learning curves, knob importances, the
-table of the front and the baselines (mean ± 95% CI over seeds), and provenance. Every
-string from the store is HTML-escaped.
+Sections: question and settings with the verdict, one Pareto front per family against
+FLOPs, parameters and measured time, knob effects, learning curves, knob importances,
+each family's budget, the table of each family's front (mean ± 95% CI over seeds), and
+provenance. Every string from the store is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from outputs import write_atomically
-from reports.analysis import configurations, headline, importances, learning_curves, provenance
+from reports.analysis import configurations, importances, learning_curves, provenance, verdict
 from reports.figures import (
     SECONDS_PER_1K,
     compare_figure,
@@ -29,7 +29,7 @@ from reports.figures import (
     with_time_column,
 )
 from storage import masked_url
-from storage.trials import FLOPS, knob_columns, pareto_mask, trials_frame
+from storage.trials import FLOPS, family_budgets, family_fronts, knob_columns, trials_frame
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
@@ -60,19 +60,23 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
     return parts
 
 
-def front_and_baselines_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
-    """Configurations on the DAMCHA front and every baseline, mean ± 95% CI over seeds, with their ``knobs``."""
+def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
+    """Configurations on their family's front, mean ± 95% CI over seeds, with their ``knobs``.
+
+    ``seeds`` above 1: the mean and interval include fresh-seed repeats (marked ``*``).
+    """
     if configs.empty:
         return "<p>No complete trials yet.</p>"
-    keep = configs[configs["baseline"] | configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
+    keep = configs[configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
     rows = []
-    for _, row in keep.sort_values(["baseline", FLOPS]).iterrows():
+    for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
         interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        repeated = "*" if row["seeds"] > 1 else ""
         rows.append(
             {
-                "attention": "MHA baseline" if row["baseline"] else "DAMCHA",
+                "family": row["family"],
                 **{k: str(row[k]) for k in knobs if k in row and row[k] is not None},
-                "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}",
+                "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}{repeated}",
                 "seeds": row["seeds"],
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
                 "parameters": row["parameters"],
@@ -97,17 +101,15 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
     knobs = knob_columns(frame)
     effects = [k for k in knobs if k != "attention"]
     configs = configurations(frame, knobs)
-    answer = headline(configs)
-    damcha = frame[~frame["baseline"]]
-    front_numbers = set(damcha[pareto_mask(damcha)]["number"]) if not damcha.empty else set()
-    baseline_numbers = set(frame[frame["baseline"]]["number"])
+    answer = verdict(frame)
+    front_numbers = set(frame[family_fronts(frame)]["number"]) if not frame.empty else set()
     name = study.study_name
     figures = {
         "pareto-figure": pareto_figure(frame, FLOPS, "Accuracy against forward FLOPs per example"),
         "pareto-parameters": pareto_figure(frame, "parameters", "Accuracy against parameters"),
         "pareto-time": pareto_figure(frame, SECONDS_PER_1K, "Accuracy against measured training time"),
         "knob-effects": knob_effects_figure(frame, effects),
-        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers | baseline_numbers))),
+        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers))),
     }
     importance = importances(study)
     if importance:
@@ -123,12 +125,16 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
 <p class="headline">{html.escape(answer.sentence)}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>
-<p>Circles: DAMCHA trials (open grey: stopped early); crosses: MHA baselines. Hover a point for every knob and cost.</p>
+<p>One colour and one front per family; crosses: the baseline family (dashed front); open markers: stopped early.
+Hover a point for every knob and cost.</p>
 {divs["pareto-figure"]}{divs["pareto-parameters"]}{divs["pareto-time"]}
 <h2>Knob effects</h2>{divs["knob-effects"]}
 <h2>Learning curves</h2>{divs["learning-curves"]}
 <h2>Knob importance</h2>{divs.get("importances", "<p>Too few complete trials to estimate importances.</p>")}
-<h2>The front and the baselines</h2>{front_and_baselines_table(configs, front_numbers, effects)}
+<h2>Budget by family</h2>{family_budgets(frame).to_html(index=False, escape=True) if not frame.empty else "<p>No trials.</p>"}
+<h2>Each family's front</h2>
+<p>* mean and 95% bootstrap interval over fresh-seed repeats of the configuration (<code>--repeat-seeds</code>).</p>
+{fronts_table(configs, front_numbers, effects)}
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>
 """

@@ -18,6 +18,7 @@ INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configura
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
+    "family",
     "baseline",
     "seed",
     "parameters",
@@ -34,6 +35,7 @@ ATTRIBUTE_COLUMNS = (
     INFEASIBLE_ATTRIBUTE,
     "diverged_at_step",
     "ray_trial_id",
+    "repeat_of",
 )
 
 
@@ -52,6 +54,17 @@ def outcome(trial: optuna.trial.FrozenTrial) -> str:
     return INFEASIBLE if INFEASIBLE_ATTRIBUTE in trial.user_attrs else trial.state.name
 
 
+def family_of(trial: optuna.trial.FrozenTrial) -> str:
+    """The label of the family a trial belongs to (a store from before families: MHA baselines
+    against DAMCHA; a study this product did not create: "other")."""
+    attributes = trial.user_attrs
+    if "family" in attributes:
+        return str(attributes["family"])
+    if "baseline" in attributes:
+        return "MHA" if attributes["baseline"] else "DAMCHA"
+    return "other"
+
+
 def configuration_key(params: dict[str, Any]) -> str:
     """One string per configuration: trials with the same knobs (seed repeats) share it."""
     return json.dumps({name: value for name, value in sorted(params.items()) if value is not None}, default=str)
@@ -65,7 +78,7 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial that started (queued trials are not results yet).
 
-    Columns: ``number``, ``state`` (``outcome``), every knob (Optuna params; ``knob_columns`` names
+    Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (Optuna params; ``knob_columns`` names
     them), the attributes in ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value
     of a complete trial, the last reported value of a pruned one (``state`` tells which).
     """
@@ -77,6 +90,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
         if trial.state == TrialState.FAIL and row["error"] is None:
             row["error"] = LOST_DRIVER_ERROR
+        row["family"] = family_of(trial)
         if row["state"] == "COMPLETE":
             row[ACCURACY] = trial.values[0]
         elif trial.intermediate_values:
@@ -109,19 +123,52 @@ def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
     return mask
 
 
-def beats_baselines(frame: pd.DataFrame) -> pd.DataFrame:
-    """Complete DAMCHA trials on the Pareto front that match or beat an MHA baseline at lower or equal FLOPs.
+def family_fronts(frame: pd.DataFrame) -> pd.Series:
+    """Complete trials on their own family's Pareto front (accuracy against FLOPs)."""
+    mask = pd.Series(False, index=frame.index)
+    for _, rows in frame.groupby("family", sort=False):
+        mask |= pareto_mask(rows).reindex(frame.index, fill_value=False)
+    return mask
+
+
+def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per family, the baseline first: its trials by outcome, seed repeats apart, and the hours they trained.
 
     Returns:
-        Those rows, with ``matched_baseline`` (the baseline's trial number), best accuracy first.
+        One row per family: ``family``, ``trials`` (searched and retried, repeats aside),
+        ``complete``, ``stopped early``, ``failed or infeasible``, ``seed repeats``, ``device-hours``.
     """
-    if frame.empty:
-        return frame
-    front = frame[pareto_mask(frame) & ~frame["baseline"]]
-    baselines = frame[(frame["state"] == "COMPLETE") & frame["baseline"]]
     rows = []
-    for _, row in front.iterrows():
-        matched = baselines[(baselines[FLOPS] >= row[FLOPS]) & (baselines[ACCURACY] <= row[ACCURACY])]
-        if not matched.empty:
-            rows.append({**row.to_dict(), "matched_baseline": int(matched.sort_values(ACCURACY).iloc[-1]["number"])})
-    return pd.DataFrame(rows).sort_values(ACCURACY, ascending=False) if rows else front.iloc[0:0]
+    for family, group in frame.sort_values("baseline", ascending=False, kind="stable").groupby("family", sort=False):
+        first = group[group["repeat_of"].isna()] if "repeat_of" in group else group
+        rows.append(
+            {
+                "family": family,
+                "trials": len(first),
+                "complete": int((first["state"] == "COMPLETE").sum()),
+                "stopped early": int((first["state"] == "PRUNED").sum()),
+                "failed or infeasible": int(first["state"].isin(["FAIL", INFEASIBLE]).sum()),
+                "seed repeats": len(group) - len(first),
+                "device-hours": round(float(pd.to_numeric(group["wall_seconds"], errors="coerce").fillna(0).sum()) / 3600, 3),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each family's best complete trial, and its best at or below the best baseline's FLOPs.
+
+    The configurations a verdict rests on, so the ones that seed repeats measure again.
+
+    Returns:
+        Those rows of ``frame`` (one where both are the same trial), in frame order.
+    """
+    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+    baselines = complete[complete["baseline"]]
+    limit = baselines.loc[baselines[ACCURACY].idxmax(), FLOPS] if not baselines.empty else float("inf")
+    chosen = set()
+    for _, group in complete.groupby("family", sort=False):
+        chosen.add(group[ACCURACY].idxmax())
+        if not (cheaper := group[group[FLOPS] <= limit]).empty:
+            chosen.add(cheaper[ACCURACY].idxmax())
+    return frame.loc[sorted(chosen)]

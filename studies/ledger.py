@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -21,10 +22,10 @@ from optuna.trial import TrialState
 
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from storage.trials import INFEASIBLE
+from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from studies.failures import failure_of
 from studies.plan import INTERRUPTED_ATTRIBUTE, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
-from studies.registry import Preset, Study
+from studies.registry import Family, Preset, Study
 from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
 from trainers.train import compile_cache_dir
@@ -44,6 +45,7 @@ COST_ATTRIBUTES = (
     "train_loss",
 )
 MAX_RESAMPLES = 50
+FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 
 
 def driver_identity() -> str:
@@ -124,7 +126,7 @@ class Ledger:
                     knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
                     trial.set_user_attr("error", f"rejected before training: {error}")
-                    tell_infeasible(self.study, trial, "forbidden combination")
+                    tell_infeasible(self.study, trial, FORBIDDEN)
                     continue
                 return self._start(trial, knobs, ray_trial_id)
         raise SearchSpaceError(f"{MAX_RESAMPLES} sampled configurations in a row broke the study's rules; check its domains")
@@ -133,17 +135,34 @@ class Ledger:
         """Ask the next trial and sample it define-by-run.
 
         The store's queue comes first: ``ask`` takes its oldest trial, with the values it
-        fixes. Otherwise a searched trial is queued with the study's pinned values
-        (``Study.searched_values``) and taken at once: the ask lock is held, so no other
+        fixes. Otherwise a searched trial of the next family (``_next_family``) is queued
+        with the family's values and taken at once: the ask lock is held, so no other
         driver takes it in between. The sampler proposes the rest.
         """
         if not queued(self.study):
-            pinned = {name: value for name, value in self.definition.searched_values.items() if name in self.space.searched}
-            enqueue(self.study, PlannedTrial(fixed=pinned))
+            family = self._next_family()
+            enqueue(self.study, PlannedTrial(fixed=family.values, family=family.label, baseline=family.baseline))
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
         return trial, self.space.suggest(trial)
+
+    def _next_family(self) -> Family:
+        """The family with the fewest trials so far (all drivers'; the first on ties): the budget splits evenly.
+
+        Finished, running and queued trials count, a diverged or out-of-memory one too;
+        seed repeats, failed trials (a retry is queued) and combinations rejected before
+        training don't.
+        """
+        trials = self.study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
+        )
+        asked = Counter(
+            t.user_attrs.get("family")
+            for t in trials
+            if "repeat_of" not in t.user_attrs and t.user_attrs.get(INFEASIBLE_ATTRIBUTE) != FORBIDDEN
+        )
+        return min(self.definition.families, key=lambda family: asked[family.label])
 
     def _fixed_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
         """The preset's and the user's non-searched values, for knobs that exist in this trial."""

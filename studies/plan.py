@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
@@ -28,7 +28,6 @@ HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat th
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 MAX_RETRIES = 2  # a configuration whose trials keep dying is given up after this many retries
-PLAN_ATTRIBUTES = ("baseline", "retry_of", "repeat_of", "attempt")
 
 
 @dataclass(frozen=True)
@@ -37,13 +36,15 @@ class PlannedTrial:
 
     Args:
         fixed: The knob values it fixes.
-        baseline: It belongs to the study's baselines.
+        family: The label of the study's family it belongs to (``studies.registry.Family``).
+        baseline: Its family is the study's baseline.
         retry_of: The number of the failed trial whose configuration it runs again.
         repeat_of: The number of the trial whose configuration it runs on a fresh seed.
         attempt: How many times its configuration failed and was retried before.
     """
 
     fixed: Mapping[str, Value]
+    family: str | None = None
     baseline: bool = False
     retry_of: int | None = None
     repeat_of: int | None = None
@@ -52,6 +53,7 @@ class PlannedTrial:
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
         named = {"retry_of": self.retry_of, "repeat_of": self.repeat_of, "attempt": self.attempt or None}
+        named = {"family": self.family} | named
         return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
     @classmethod
@@ -60,6 +62,7 @@ class PlannedTrial:
         attributes = trial.user_attrs
         return cls(
             fixed=dict(trial.params),
+            family=attributes.get("family"),
             baseline=bool(attributes.get("baseline")),
             retry_of=attributes.get("retry_of"),
             repeat_of=attributes.get("repeat_of"),
@@ -96,7 +99,7 @@ def retry(study: optuna.Study, trial: FrozenTrial | optuna.Trial) -> bool:
     planned = PlannedTrial.of(trial)
     if planned.attempt >= MAX_RETRIES:
         return False
-    enqueue(study, PlannedTrial(planned.fixed, planned.baseline, trial.number, planned.repeat_of, planned.attempt + 1))
+    enqueue(study, replace(planned, retry_of=trial.number, attempt=planned.attempt + 1))
     return True
 
 

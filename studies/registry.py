@@ -1,8 +1,7 @@
-"""Named studies as data: what is searched, against which baselines, at which budget."""
+"""Named studies as data: which attention families are compared, over which knobs, at which budget."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -77,6 +76,21 @@ class Preset:
 
 
 @dataclass(frozen=True)
+class Family:
+    """One attention design a study compares: the knob values all its trials share.
+
+    Attributes:
+        label: How reports, the summary and the store (``family`` user attribute) name it.
+        values: Knob values every trial of the family has; the sampler chooses the rest.
+        baseline: The reference design the others are judged against (MHA).
+    """
+
+    label: str
+    values: Mapping[str, Value]
+    baseline: bool = False
+
+
+@dataclass(frozen=True)
 class Study:
     """A named study.
 
@@ -86,9 +100,8 @@ class Study:
         doc: What question it answers, with its run command.
         space: Knobs searched and rules.
         objectives: Reported values optimised, with directions.
-        searched_values: Knob values every searched (non-baseline) trial has.
-        baseline_values: Knob values of the baselines.
-        baseline_grid: Searched knobs whose every value gets a baseline.
+        families: The designs compared, the baseline among them. The budget splits evenly
+            across them, and each is searched over every searched knob that applies to it.
         presets: Budgets by name.
         default_preset: The preset used without ``--preset``.
         version: Bumped when a change makes old trials incomparable.
@@ -99,12 +112,19 @@ class Study:
     doc: str
     space: SearchSpace
     objectives: tuple[Objective, ...]
-    searched_values: Mapping[str, Value]
-    baseline_values: Mapping[str, Value]
-    baseline_grid: tuple[str, ...]
+    families: tuple[Family, ...]
     presets: Mapping[str, Preset]
     default_preset: str = "quick"
     version: int = 1
+
+    def __post_init__(self) -> None:
+        """A family may set only searched knobs, to values in their domains; exactly one is the baseline."""
+        for family in self.families:
+            for name, value in family.values.items():
+                if name not in self.space.searched or not self.space.knobs[name].domain.contains(value):
+                    raise ValueError(f"study {self.name!r}, family {family.label!r}: {name}={value!r} is not a searched value")
+        if sum(family.baseline for family in self.families) != 1:
+            raise ValueError(f"study {self.name!r} needs exactly one baseline family")
 
     def preset(self, name: str | None) -> Preset:
         """A preset by name (the default when None); unknown names suggest the closest."""
@@ -118,14 +138,13 @@ class Study:
         """The search space narrowed to a preset's domains."""
         return self.space.narrowed(preset.domains)
 
-    def baselines(self, space: SearchSpace) -> list[dict[str, Value]]:
-        """One baseline per combination of the grid knobs' values in ``space`` (a preset's, maybe narrowed)."""
-        grids = [space.knobs[name].domain for name in self.baseline_grid]
-        assert all(isinstance(domain, Choice) for domain in grids), "baseline grid knobs must be choices"
-        return [
-            dict(self.baseline_values) | dict(zip(self.baseline_grid, values, strict=True))
-            for values in itertools.product(*(domain.values for domain in grids))
-        ]
+    def family(self, label: str) -> Family:
+        """A family by its label (``KeyError`` when the study has none such)."""
+        return {family.label: family for family in self.families}[label]
+
+    def pinned_knobs(self) -> set[str]:
+        """The knobs whose values the families set."""
+        return {name for family in self.families for name in family.values}
 
 
 LRA_SHARING = Study(
@@ -139,13 +158,16 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
 """,
     space=SearchSpace(
         knobs=KNOBS,
-        searched=("attention", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
+        searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
         rules=RULES,
     ),
     objectives=(Objective("val_accuracy", "maximize"), Objective("flops_per_example", "minimize")),
-    searched_values={"attention": "damcha"},
-    baseline_values={"attention": "mha"},
-    baseline_grid=("d_model", "num_heads"),
+    families=(
+        Family("MHA", {"attention": "mha"}, baseline=True),
+        Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
+        Family("DAMCHA (cross)", {"attention": "damcha", "metric_mode": "cross"}),
+    ),
+    version=2,  # v2: three families sharing the budget evenly (v1: four MHA grid points and DAMCHA cross alone)
     presets={
         preset.name: preset
         for preset in (

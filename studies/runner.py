@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TextIO
 
 import optuna
-import pandas as pd
 import ray
 import torch
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from outputs import REPORTS_DIR, TUNE_DIR
+from reports.analysis import VERDICT_ATTRIBUTE, verdict
 from reports.files import check_writable_dir, check_writable_file, report_path
 from reports.html import write_report
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
@@ -35,7 +35,7 @@ from storage import (
     single_writer,
     sqlite_path,
 )
-from storage.trials import configuration_key, outcome, pareto_mask, trials_frame
+from storage.trials import configuration_key, family_bests, outcome, trials_frame
 from studies.ledger import Ledger
 from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued, recover_interrupted, trials_counted
 from studies.progress import ProgressLine
@@ -89,9 +89,9 @@ class RunOutcome:
 def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
     """Check the user's fixed knob values and apply them.
 
-    A fixed searched knob narrows the preset's space to that one value (for baselines
-    too); other fixed knobs override the preset's values where they apply (a DAMCHA knob
-    in DAMCHA trials, not in MHA baselines).
+    A fixed searched knob narrows the preset's space to that one value (for every family);
+    other fixed knobs override the preset's values where they apply (a DAMCHA knob in
+    DAMCHA trials, not in MHA's).
 
     Returns:
         The space to sample, and the fixed values of knobs it does not search.
@@ -103,19 +103,20 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     space = study.space_for(preset)
     for name, value in fixed.items():
         knob = space.knob(name)
-        if name in study.searched_values or name in study.baseline_values:
+        if name in study.pinned_knobs():
+            by_family = ", ".join(f"{f.label}: {f.values[name]!r}" for f in study.families if name in f.values)
             raise SearchSpaceError(
-                f"knob {name!r} is set by study {study.name!r} itself (searched trials: "
-                f"{study.searched_values.get(name)!r}, baselines: {study.baseline_values.get(name)!r})"
+                f"knob {name!r} is set by study {study.name!r} itself, per family ({by_family}); it cannot be fixed"
             )
         if not knob.domain.contains(value):
             where = f"the {preset.name} preset's domain" if name in space.searched else "its domain"
             raise SearchSpaceError(f"knob {name}={value!r} is outside {where}: {knob.domain.describe()}")
     space = space.narrowed({name: Choice((value,)) for name, value in fixed.items() if name in space.searched})
     others = {name: value for name, value in fixed.items() if name not in space.searched}
-    for values in (dict(study.searched_values), *study.baselines(space)):
+    for family in study.families:
+        values = dict(family.values)
         configuration = values | dict(preset.fixed) | others
-        # A pinned DAMCHA knob applies to the DAMCHA trials; an MHA baseline ignores it.
+        # A pinned DAMCHA knob applies to the DAMCHA trials; MHA's ignore it.
         active = space.defaults() | configuration
         space.resolve({name: value for name, value in configuration.items() if name in values or space.knob(name).active(active)})
     return space, others
@@ -134,28 +135,19 @@ def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study |
         return None
 
 
-def plan_trials(
-    study: Study, space: SearchSpace, store: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool
-) -> int:
-    """Queue in the store what a run must train first: dead drivers' retries, then missing baselines.
-
-    A baseline is queued once: one that any trial fixed already (finished, running,
-    queued, or one that diverged or did not fit: the result stands) is not queued again.
-    Hold the study's lock (``StudyLock``) around it, so that drivers sharing the store
-    queue each baseline once.
+def plan_trials(store: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool) -> int:
+    """Recover what a dead driver left (``studies.plan.recover_interrupted``) and count what is left to run.
 
     Args:
+        store: The study's store.
+        storage: Its storage.
         trials: The study's budget (``--trials``), seed repeats aside.
-        exclusive: This driver is the store's only one (see ``studies.plan.recover_interrupted``).
+        exclusive: This driver is the store's only one.
 
     Returns:
-        How many trials are left to run: the queue, then searched trials up to ``trials``.
+        How many trials are left: the store's queue, then searched trials up to ``trials``.
     """
     recover_interrupted(store, storage, exclusive=exclusive)
-    for values in study.baselines(space):
-        if trials_counted(store) >= trials:
-            break
-        enqueue(store, PlannedTrial(fixed=values, baseline=True), skip_if_exists=True)
     return len(queued(store)) + max(trials - trials_counted(store), 0)
 
 
@@ -229,10 +221,11 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
     trials = options.trials if options.trials is not None else preset.trials
-    baselines = len(study.baselines(space))
-    if trials < baselines:
+    if trials < len(study.families):
+        labels = ", ".join(family.label for family in study.families)
         raise StudyOptionError(
-            f"--trials {trials} is fewer than the {baselines} MHA baselines of preset {preset.name!r}; pass at least {baselines}"
+            f"--trials {trials} leaves some of the study's {len(study.families)} families ({labels}) without a trial; "
+            f"pass at least {len(study.families)}"
         )
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
@@ -299,8 +292,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
         lock = StudyLock(run.url, store.study_name)
-        with lock.held():  # drivers sharing the store queue each baseline once
-            to_run = plan_trials(study, run.space, store, storage, run.trials, exclusive=exclusive)
+        with lock.held():  # one driver at a time recovers and counts
+            to_run = plan_trials(store, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(store.study_name)
         print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
 
@@ -334,7 +327,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 tune_trials(run.trials, early_stopping=True)
             if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
                 print(
-                    f"repeating {repeats} trials: the front and the baselines, {options.repeat_seeds} more seeds each",
+                    f"repeating {repeats} trials: each family's best, and its best at or below the best baseline's FLOPs, "
+                    f"{options.repeat_seeds} more seeds each",
                     file=out,
                 )
                 tune_trials(0, early_stopping=False)
@@ -342,6 +336,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             if started:
                 ray.shutdown()
 
+        store.set_user_attr(VERDICT_ATTRIBUTE, verdict(trials_frame(store)).sentence)  # the report's and summary's sentence
         write_report(store, report, run.url)
         counts = Counter(outcome(trial) for trial in store.get_trials(deepcopy=False))
         print(summary(store, masked_url(run.url), report), file=out)
@@ -393,7 +388,8 @@ def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: S
 
 
 def plan_repeats(store: optuna.Study, seeds: int) -> int:
-    """Queue trials that give the DAMCHA front and every baseline ``seeds`` more seeds than their first.
+    """Queue ``seeds`` more seeds of each family's best configuration and of its best at or below
+    the best baseline's FLOPs (``storage.trials.family_bests``).
 
     Configurations already repeated, or queued for it (by an earlier run), get only what they lack.
 
@@ -403,19 +399,17 @@ def plan_repeats(store: optuna.Study, seeds: int) -> int:
     frame = trials_frame(store)
     if frame.empty:
         return 0
-    complete = frame[frame["state"] == "COMPLETE"]
-    damcha = complete[~complete["baseline"]]
-    chosen = pd.concat([damcha[pareto_mask(damcha)], complete[complete["baseline"]]])
     stored = store.get_trials(deepcopy=False)
     by_number = {t.number: t for t in stored}
     runs = Counter(configuration_key(t.params) for t in stored if outcome(t) in FINISHED_STATES)
     waiting = [t.user_attrs["repeat_of"] for t in queued(store) if "repeat_of" in t.user_attrs]
     runs.update(configuration_key(by_number[number].params) for number in waiting)
     planned = 0
-    for number in dict.fromkeys(int(n) for n in chosen["number"]):
-        trial = by_number[number]
+    for number in family_bests(frame)["number"]:
+        trial = by_number[int(number)]
         key = configuration_key(trial.params)
-        repeat = PlannedTrial(fixed=dict(trial.params), baseline=bool(trial.user_attrs.get("baseline")), repeat_of=number)
+        original = trial.user_attrs.get("repeat_of", trial.number)  # a repeat can be the best run of its configuration
+        repeat = replace(PlannedTrial.of(trial), repeat_of=original, retry_of=None, attempt=0)
         for _ in range(max(0, seeds + 1 - runs[key])):
             enqueue(store, repeat)
             planned += 1

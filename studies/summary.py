@@ -6,7 +6,8 @@ from pathlib import Path
 
 import optuna
 
-from storage.trials import ACCURACY, FLOPS, INFEASIBLE, beats_baselines, knob_columns, trials_frame
+from reports.analysis import verdict
+from storage.trials import ACCURACY, FLOPS, INFEASIBLE, knob_columns, trials_frame
 
 
 def _trial(row, knobs: list[str]) -> str:
@@ -16,7 +17,7 @@ def _trial(row, knobs: list[str]) -> str:
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
-    """Trials by state, the best baseline, the DAMCHA configurations that beat MHA per FLOP, and where things are."""
+    """Trials by state, the study's verdict (the report's headline), each family's best trial, and where things are."""
     frame = trials_frame(study)
     knobs = knob_columns(frame)
     lines = [f"\n{study.study_name}"]
@@ -26,18 +27,11 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
     lines.append(
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
-    complete_baselines = frame[frame["baseline"] & (frame["state"] == "COMPLETE")]
-    if complete_baselines.empty:
-        lines.append("  best MHA baseline: none completed")
-    else:
-        best = complete_baselines.sort_values(ACCURACY).iloc[-1]
-        lines.append(f"  best MHA baseline: {_trial(best, knobs)}")
-    winners = beats_baselines(frame)
-    lines.append("  DAMCHA on the Pareto front, matching or beating MHA at lower or equal FLOPs:")
-    if winners.empty:
-        lines.append("    none")
-    for _, row in winners.iterrows():
-        lines.append(f"    {_trial(row, knobs)}  (vs baseline trial {row['matched_baseline']})")
+    lines.append(f"  verdict: {verdict(frame).sentence}")
+    for family, group in frame.sort_values("baseline", ascending=False, kind="stable").groupby("family", sort=False):
+        complete = group[group["state"] == "COMPLETE"]
+        best = _trial(complete.sort_values(ACCURACY).iloc[-1], knobs) if not complete.empty else "none completed"
+        lines.append(f"  best {family}: {best}")
     failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():
         lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 
 import pytest
@@ -34,7 +35,7 @@ def local_ray():
     ray.shutdown()
 
 
-SMOKE_STUDY = "lra_sharing-smoke-v1"
+SMOKE_STUDY = "lra_sharing-smoke-v2"
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +57,16 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
 
         store = optuna.load_study(study_name=SMOKE_STUDY, storage=url)  # a trial a killed driver left RUNNING
         store.enqueue_trial(
-            {"attention": "damcha", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4, "generator_depth": 0}
+            {"attention": "damcha", "metric_mode": "cross", "d_model": 32, "num_heads": 2, "sharing": "stack", "metric_rank": 4},
+            user_attrs={"family": "DAMCHA (cross)", "baseline": False},
         )
         dead = store.ask()
         LRA_SHARING.space_for(preset).suggest(dead)
 
-        assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
+        with contextlib.redirect_stdout(io.StringIO()) as output:
+            assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
         second = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
-    return {"root": root, "url": url, "first": first, "second": second, "dead": dead.number}
+    return {"root": root, "url": url, "first": first, "second": second, "dead": dead.number, "output": output.getvalue()}
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
                 "number": i,
                 "state": "COMPLETE",
                 "attention": a,
+                "family": "MHA" if a == "mha" else "DAMCHA",
                 "metric_rank": r if a == "damcha" else None,
                 "baseline": a == "mha",
                 "val_accuracy": acc,
@@ -42,7 +43,8 @@ def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
     clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.41, 0.39)])
     answer = headline(configurations(clear, ["attention", "metric_rank"]))
     assert "gains 10.0 accuracy points" in answer.sentence and ": significant)" in answer.sentence
-    assert answer.interval[0] > 0
+    (comparison,) = answer.comparisons
+    assert comparison.family == "DAMCHA" and comparison.interval[0] > 0
 
     noisy = frame([("mha", 0, a, 100) for a in (0.20, 0.40, 0.30)] + [("damcha", 4, a, 90) for a in (0.45, 0.15, 0.33)])
     assert "not significant" in headline(configurations(noisy, ["attention", "metric_rank"])).sentence
@@ -60,3 +62,12 @@ def test_bootstrap_intervals_cover_the_truth_and_need_two_values() -> None:
     low, high = mean_interval(rng.normal(0.5, 0.05, size=40))
     assert low < 0.5 < high and high - low < 0.05
     assert all(np.isnan(difference_interval(np.array([0.1]), np.array([0.2, 0.3]))))
+
+
+def test_headline_compares_each_family_with_the_baseline_in_one_sentence_each() -> None:
+    rows = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.35, 90), ("damcha", 8, 0.25, 80)])
+    rows["family"] = ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"]
+    answer = headline(configurations(rows, ["attention", "metric_rank"]))
+    assert [c.family for c in answer.comparisons] == ["DAMCHA (paper)", "DAMCHA (cross)"]
+    assert "The best DAMCHA (paper) at ≤ MHA's FLOPs (0.90× its FLOPs) gains 5.0 accuracy points" in answer.sentence
+    assert "The best DAMCHA (cross) at ≤ MHA's FLOPs (0.80× its FLOPs) trails by 5.0 accuracy points" in answer.sentence

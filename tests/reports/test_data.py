@@ -10,7 +10,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from storage import open_storage
-from storage.trials import beats_baselines, pareto_mask, trials_frame
+from storage.trials import family_bests, family_budgets, family_fronts, pareto_mask, trials_frame
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))
 RANK = CategoricalDistribution((4, 8, "full"))
@@ -55,12 +55,6 @@ def test_pareto_mask_counts_complete_trials_only(study: optuna.Study) -> None:
     assert pareto_mask(trials_frame(study)).tolist() == [False, True, True, True, False, False]
 
 
-def test_beats_baselines_matches_a_dearer_or_equal_baseline(study: optuna.Study) -> None:
-    winners = beats_baselines(trials_frame(study))
-    assert winners["number"].tolist() == [2]
-    assert winners["matched_baseline"].tolist() == [0]
-
-
 def test_report_of_a_study_whose_trials_all_failed(tmp_path: Path) -> None:
     from reports.html import write_report
 
@@ -74,7 +68,21 @@ def test_report_of_a_study_whose_trials_all_failed(tmp_path: Path) -> None:
         )
     )
     empty = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), directions=["maximize", "minimize"])
-    assert beats_baselines(trials_frame(study)).empty
     for one in (study, empty):
         page = write_report(one, tmp_path / f"{one.study_name}.html").read_text()
         assert 'id="pareto-figure"' in page
+
+
+def test_family_bests_are_each_family_s_best_and_its_best_within_the_baseline_s_flops(study: optuna.Study) -> None:
+    frame = trials_frame(study)
+    assert frame["family"].tolist() == ["MHA"] * 2 + ["DAMCHA"] * 4  # a store from before families
+    # MHA's best (1, 200 FLOPs); DAMCHA's best (3, over 200 FLOPs) and its best within 200 FLOPs (2).
+    assert family_bests(frame)["number"].tolist() == [1, 2, 3]
+
+
+def test_each_family_has_its_front_and_its_budget(study: optuna.Study) -> None:
+    frame = trials_frame(study)
+    assert frame[family_fronts(frame)]["number"].tolist() == [0, 1, 2, 3]  # 0 is on MHA's own front
+    budgets = family_budgets(frame).set_index("family")
+    assert budgets.index.tolist() == ["MHA", "DAMCHA"]  # the baseline first
+    assert budgets.loc["DAMCHA", ["trials", "complete", "stopped early", "seed repeats"]].tolist() == [4, 3, 1, 0]

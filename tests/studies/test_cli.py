@@ -31,7 +31,7 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         (["lra_sharng"], "unknown study 'lra_sharng'.*did you mean 'lra_sharing'"),
         (["lra_sharing", "--preset", "smok"], "unknown preset 'smok'.*did you mean 'smoke'"),
         (["lra_sharing", "--trials", "0"], "argument --trials: 0 must be >= 1"),
-        (["lra_sharing", "--preset", "smoke", "--trials", "1"], "--trials 1 is fewer than the 2 MHA baselines"),
+        (["lra_sharing", "--preset", "smoke", "--trials", "1"], "--trials 1 leaves some of the study's 3 families"),
         (["lra_sharing", "--fix", "metric_rnk=4"], "unknown knob 'metric_rnk'.*did you mean 'metric_rank'"),
         (["lra_sharing", "--fix", "metric_rank"], "'metric_rank' is not KNOB=VALUE"),
         (
@@ -39,10 +39,14 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
             r"knob metric_rank=16 is outside the smoke preset's domain: one of 4, 8",
         ),
         (
-            ["lra_sharing", "--fix", "metric_mode=rowsum", "--fix", "metric_form=mahalanobis"],
+            ["lra_sharing", "--fix", "metric_form=mahalanobis"],  # the DAMCHA (paper) family is rowsum
             "forbidden combination: metric_form='mahalanobis' is not allowed with metric_mode='rowsum'",
         ),
         (["lra_sharing", "--fix", "attention=mha"], "knob 'attention' is set by study 'lra_sharing' itself"),
+        (
+            ["lra_sharing", "--fix", "metric_mode=cross"],
+            r"'metric_mode' is set .* \(DAMCHA \(paper\): 'rowsum', DAMCHA \(cross\)",
+        ),
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
         (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be a number > 0"),

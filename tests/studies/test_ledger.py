@@ -17,7 +17,7 @@ from storage import open_storage
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR, outcome, trials_frame
 from studies.ledger import Ledger
 from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued
-from studies.registry import LRA_SHARING, Study
+from studies.registry import LRA_SHARING, Family, Study
 from studies.sampler import TRAINABLE
 
 PRESET = LRA_SHARING.preset("smoke")
@@ -65,11 +65,14 @@ def report(step: int, final: bool = False) -> dict:
 
 
 def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> None:
-    ledger = make_ledger(tmp_path, [PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, baseline=True)], 3)
+    queued_first = PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, family="MHA", baseline=True)
+    ledger = make_ledger(tmp_path, [queued_first], 3)
     configs = [ledger.ask(f"ray-{i}") for i in range(4)]
     assert ledger.ask("ray-4") is None  # budget spent
     assert configs[0]["model"]["attention"] == "mha" and configs[0]["model"]["num_heads"] == 4
-    assert all(config["model"]["attention"] == "damcha" for config in configs[1:])
+    # The queue first, then the family with the fewest trials: the budget splits evenly.
+    assert [t.user_attrs["family"] for t in ledger.study.get_trials()] == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)", "MHA"]
+    assert [c["model"]["metric_mode"] for c in configs[1:3]] == ["rowsum", "cross"] and configs[3]["model"]["attention"] == "mha"
     assert len({config["train"]["seed"] for config in configs}) == 4
 
     for step in (20, 40, 60):
@@ -111,10 +114,15 @@ def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path:
     assert ledger.ask("retry-3") is None and ledger.done()  # two retries, then given up
 
 
+def damcha_only(space: SearchSpace) -> Study:
+    """The study over ``space`` with one family, DAMCHA, that samples every knob."""
+    return replace(LRA_SHARING, space=space, families=(Family("DAMCHA", {"attention": "damcha"}, baseline=True),))
+
+
 def rule_breaking_ledger(tmp_path: Path, sampler: optuna.samplers.BaseSampler) -> Ledger:
     """40 DAMCHA trials over metric_mode x metric_form, where rowsum with mahalanobis is forbidden."""
     space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
-    return make_ledger(tmp_path, [], 40, definition=replace(LRA_SHARING, space=space), space=space, sampler=sampler)
+    return make_ledger(tmp_path, [], 40, definition=damcha_only(space), space=space, sampler=sampler)
 
 
 def run_all(ledger: Ledger) -> None:
@@ -140,7 +148,7 @@ def test_forbidden_combinations_are_infeasible_before_training_and_the_sampler_l
 def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -> None:
     space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
     space = space.narrowed({"metric_mode": Choice(("rowsum",)), "metric_form": Choice(("mahalanobis",))})  # all forbidden
-    ledger = make_ledger(tmp_path, [], 40, definition=replace(LRA_SHARING, space=space), space=space)
+    ledger = make_ledger(tmp_path, [], 40, definition=damcha_only(space), space=space)
     with pytest.raises(SearchSpaceError, match="50 sampled configurations in a row broke the study's rules"):
         ledger.ask("ray-0")
 
@@ -148,13 +156,12 @@ def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -
 def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_it(tmp_path: Path) -> None:
     from studies.runner import pinned_space
 
-    space, others = pinned_space(LRA_SHARING, PRESET, {"metric_form": "mahalanobis"})  # not searched by the study
-    assert others == {"metric_form": "mahalanobis"}
-    baseline = PlannedTrial(fixed=LRA_SHARING.baselines(space)[0], baseline=True)
-    ledger = make_ledger(tmp_path, [baseline], 2, space=space, fixed=others)
+    space, others = pinned_space(LRA_SHARING, PRESET, {"generator_width": 16})  # not searched by the study
+    assert others == {"generator_width": 16}
+    ledger = make_ledger(tmp_path, [], 3, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert configs[0]["model"]["attention"] == "mha"
-    assert all(c["model"]["attention"] == "damcha" and c["model"]["metric_form"] == "mahalanobis" for c in configs[1:])
+    assert all(c["model"]["attention"] == "damcha" and c["model"]["generator_width"] == 16 for c in configs[1:])
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
@@ -207,7 +214,7 @@ def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_ag
     trials = store.get_trials()
     assert trials[silent].state == TrialState.FAIL and trials[alive].state == TrialState.RUNNING
     (retry,) = queued(store)
-    assert retry.user_attrs == {"baseline": False, "retry_of": silent, "attempt": 1}
+    assert retry.user_attrs == {"family": "MHA", "baseline": True, "retry_of": silent, "attempt": 1}
     assert ledger.ask("next") is None  # this driver's own budget is spent; the queued retry is the next run's
     assert trials_frame(store).set_index("number").loc[silent, "error"] == LOST_DRIVER_ERROR
 
