@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         os.chdir(root)
         ray_start = start_local_ray()
         start = time.perf_counter()
-        outcome = run_study(study, RunOptions(storage=f"sqlite:///{root / 'store.db'}", cache_dir=cache), out=io.StringIO())
+        options = RunOptions(storage=f"sqlite:///{root / 'store.db'}", cache_dir=cache, repeat_seeds=0)
+        outcome = run_study(study, options, out=io.StringIO())
         orchestrated = time.perf_counter() - start
         ray.shutdown()
 

@@ -32,7 +32,9 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     Returns:
         One row per configuration: ``config``, ``family``, ``baseline``, the knobs, ``seeds`` (count),
         ``accuracies`` (list), ``mean_accuracy``, ``ci_low``/``ci_high`` (bootstrap of the
-        mean; NaN with one seed), ``flops_per_example``, ``parameters``, ``examples_per_s``,
+        mean; NaN with one seed), ``fresh`` (the accuracy of each fresh-seed repeat, by its
+        ``repeat_index``), ``search_accuracy`` (its best run in the search itself, which
+        selected it), ``flops_per_example``, ``parameters``, ``examples_per_s``,
         ``numbers`` (trial numbers).
     """
     complete = frame[frame["state"] == "COMPLETE"].copy()
@@ -46,6 +48,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         accuracies = group[ACCURACY].astype(float).to_numpy()
         low, high = mean_interval(accuracies)
         first = group.iloc[0]
+        searched = group[group["repeat_index"].isna()][ACCURACY].astype(float)
         rows.append(
             {
                 "config": key,
@@ -54,7 +57,13 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 **{k: first.get(k) for k in knobs},
                 "seeds": len(accuracies),
                 "accuracies": accuracies.tolist(),
+                "fresh": {
+                    int(index): float(accuracy)
+                    for index, accuracy in zip(group["repeat_index"], group[ACCURACY], strict=True)
+                    if pd.notna(index)
+                },
                 "mean_accuracy": float(accuracies.mean()),
+                "search_accuracy": float(searched.max()) if not searched.empty else float("nan"),
                 "ci_low": low,
                 "ci_high": high,
                 FLOPS: float(first[FLOPS]),
@@ -75,6 +84,11 @@ def mean_interval(values: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
     return tuple(float(q) for q in np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2]))
 
 
+def paired_difference_interval(differences: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the mean of paired differences (pairs resampled together)."""
+    return mean_interval(differences, seed=seed)
+
+
 def difference_interval(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
     """A 95% bootstrap interval of ``mean(a) - mean(b)``, each resampled on its own; NaNs below two values each."""
     if len(a) < 2 or len(b) < 2:
@@ -90,14 +104,26 @@ def difference_interval(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> tuple
 class Comparison:
     """One family's best configuration at or below the best baseline's FLOPs, against that baseline.
 
-    ``gain_points`` and ``interval`` are in accuracy points (the interval NaN below two seeds each).
+    Attributes:
+        family: The family's label.
+        candidate, baseline: The two configurations (rows of ``configurations``).
+        candidate_accuracy, baseline_accuracy: Their mean accuracies over the seeds compared.
+        gain_points: The difference, in accuracy points.
+        interval: Its 95% interval in points (NaN without two fresh seeds each).
+        method: How the seeds were compared: ``paired`` (fresh seeds both trained on),
+            ``unpaired`` (fresh seeds of each) or ``uncorrected`` (the selected runs alone).
+        seeds: How many seeds each side contributed.
     """
 
     family: str
     candidate: pd.Series
     baseline: pd.Series
+    candidate_accuracy: float
+    baseline_accuracy: float
     gain_points: float
     interval: tuple[float, float]
+    method: str
+    seeds: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -117,14 +143,14 @@ def verdict(frame: pd.DataFrame) -> Headline:
 def headline(configs: pd.DataFrame) -> Headline:
     """Each non-baseline family's best configuration at or below the best baseline's FLOPs, against that baseline.
 
-    A comparison is the difference of mean accuracies over seeds, with a 95% bootstrap
-    interval (each configuration's seeds resampled independently); it is called
-    significant when the interval excludes zero.
+    "Best" is as the search found it (``search_accuracy``: the configurations that seed
+    repeats train again); the comparison then rests on their fresh seeds (``_compare``)
+    and is called significant when its 95% interval excludes zero.
     """
     baselines = configs[configs["baseline"]] if not configs.empty else configs
     if baselines.empty:
         return Headline("No baseline configuration completed, so there is no comparison yet.")
-    reference = baselines.sort_values("mean_accuracy").iloc[-1]
+    reference = _best(baselines)
     name = reference["family"]
     sentences, comparisons = [], []
     for family, group in configs[~configs["baseline"]].groupby("family", sort=False):
@@ -134,7 +160,7 @@ def headline(configs: pd.DataFrame) -> Headline:
                 f"No {family} configuration completed at or below the best {name}'s {reference[FLOPS]:.3g} FLOPs per example."
             )
             continue
-        best = cheaper.sort_values("mean_accuracy").iloc[-1]
+        best = _best(cheaper)
         comparison = _compare(family, best, reference)
         comparisons.append(comparison)
         sentences.append(_sentence(comparison, name))
@@ -143,32 +169,59 @@ def headline(configs: pd.DataFrame) -> Headline:
     return Headline(" ".join(sentences), tuple(comparisons))
 
 
+def _best(configs: pd.DataFrame) -> pd.Series:
+    """The configuration the search found best (by its search run; a configuration with repeats only, by its mean)."""
+    return configs.assign(_rank=configs["search_accuracy"].fillna(configs["mean_accuracy"])).sort_values("_rank").iloc[-1]
+
+
 def _compare(family: str, candidate: pd.Series, baseline: pd.Series) -> Comparison:
-    gain = 100 * (candidate["mean_accuracy"] - baseline["mean_accuracy"])
-    low, high = difference_interval(np.array(candidate["accuracies"]), np.array(baseline["accuracies"]))
-    return Comparison(family, candidate, baseline, gain, (100 * low, 100 * high))
+    """Compare on fresh seeds, which the selection never saw: paired where both trained on the same ones.
+
+    The selected runs (best of many single-seed trials) overstate their configuration, so
+    they enter only when no fresh seeds exist, and the comparison then says it is uncorrected.
+    """
+    shared = sorted(set(candidate["fresh"]) & set(baseline["fresh"]))
+    if len(shared) >= 2:
+        ours = np.array([candidate["fresh"][k] for k in shared])
+        theirs = np.array([baseline["fresh"][k] for k in shared])
+        low, high = paired_difference_interval(ours - theirs)
+        method, seeds = "paired", (len(shared), len(shared))
+    elif len(candidate["fresh"]) >= 2 and len(baseline["fresh"]) >= 2:
+        ours, theirs = np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values()))
+        low, high = difference_interval(ours, theirs)
+        method, seeds = "unpaired", (len(ours), len(theirs))
+    else:
+        ours, theirs = np.array(candidate["accuracies"]), np.array(baseline["accuracies"])
+        low = high = float("nan")
+        method, seeds = "uncorrected", (len(ours), len(theirs))
+    gain = 100 * (ours.mean() - theirs.mean())
+    return Comparison(
+        family, candidate, baseline, float(ours.mean()), float(theirs.mean()), gain, (100 * low, 100 * high), method, seeds
+    )
 
 
 def _sentence(comparison: Comparison, baseline_family: str) -> str:
-    """One comparison in words: gain, accuracies, and the interval or why there is none."""
+    """One comparison in words: gain, accuracies, and the interval with its test, or why there is none."""
     candidate, baseline, gain = comparison.candidate, comparison.baseline, comparison.gain_points
     verb = "gains" if gain >= 0 else "trails by"
     sentence = (
         f"The best {comparison.family} at ≤ {baseline_family}'s FLOPs ({candidate[FLOPS] / baseline[FLOPS]:.2f}× its FLOPs) "
         f"{verb} {abs(gain):.1f} accuracy points against the best {baseline_family} "
-        f"({100 * candidate['mean_accuracy']:.1f}% vs {100 * baseline['mean_accuracy']:.1f}%"
+        f"({100 * comparison.candidate_accuracy:.1f}% vs {100 * comparison.baseline_accuracy:.1f}%"
     )
-    low, high = comparison.interval
-    if np.isnan(low):
+    if comparison.method == "uncorrected":
         return sentence + (
-            f"; {candidate['seeds']} and {baseline['seeds']} seed(s), too few for a confidence interval: "
+            "; the selected single-seed runs, uncorrected for selection and with no confidence interval: "
             "rerun with --repeat-seeds 3)."
         )
+    low, high = comparison.interval
     significant = "significant" if low > 0 or high < 0 else "not significant"
-    return sentence + (
-        f"; 95% CI {low:+.1f} to {high:+.1f} points, bootstrap over {candidate['seeds']} and "
-        f"{baseline['seeds']} seeds: {significant})."
+    test = (
+        f"paired bootstrap over {comparison.seeds[0]} fresh seeds both trained on"
+        if comparison.method == "paired"
+        else f"bootstrap over {comparison.seeds[0]} and {comparison.seeds[1]} fresh seeds"
     )
+    return sentence + f" on fresh seeds; 95% CI {low:+.1f} to {high:+.1f} points, {test}: {significant})."
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:

@@ -36,6 +36,7 @@ ATTRIBUTE_COLUMNS = (
     "diverged_at_step",
     "ray_trial_id",
     "repeat_of",
+    "repeat_index",
 )
 
 
@@ -156,14 +157,15 @@ def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each family's best complete trial, and its best at or below the best baseline's FLOPs.
+    """Each family's best complete search trial, and its best at or below the best baseline's FLOPs.
 
     The configurations a verdict rests on, so the ones that seed repeats measure again.
 
     Returns:
         Those rows of ``frame`` (one where both are the same trial), in frame order.
     """
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+    searched = frame["repeat_index"].isna()  # chosen as the search found them: repeats come after
+    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & searched]
     baselines = complete[complete["baseline"]]
     limit = baselines.loc[baselines[ACCURACY].idxmax(), FLOPS] if not baselines.empty else float("inf")
     chosen = set()

@@ -45,6 +45,7 @@ COST_ATTRIBUTES = (
     "train_loss",
 )
 MAX_RESAMPLES = 50
+FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 
 
@@ -62,7 +63,8 @@ class Ledger:
         preset: Its budget.
         space: The preset's search space.
         fixed: Values of non-searched knobs chosen by the user.
-        seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``.
+        seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``, a
+            configuration's ``k``-th seed repeat with ``seed * 100_000 + FRESH_SEEDS_FROM + k``.
         run_attributes: User attributes every trial gets (preset, code version, task).
         cache_dir: The data cache the workers read.
         budget: The study's ``--trials``: searched trials are asked until the store holds
@@ -172,7 +174,8 @@ class Ledger:
 
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], ray_trial_id: str) -> dict[str, Any]:
         train = asdict(self.preset.train) | {k: v for k, v in knobs.items() if k in TRAINING_KNOBS}
-        train["seed"] = self.seed * 100_000 + trial.number
+        index = trial.user_attrs.get("repeat_index")  # a fresh seed shared by every configuration's k-th repeat
+        train["seed"] = self.seed * 100_000 + (trial.number if index is None else FRESH_SEEDS_FROM + index)
         model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
         attributes = self.run_attributes | {
             "seed": train["seed"],

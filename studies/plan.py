@@ -40,6 +40,8 @@ class PlannedTrial:
         baseline: Its family is the study's baseline.
         retry_of: The number of the failed trial whose configuration it runs again.
         repeat_of: The number of the trial whose configuration it runs on a fresh seed.
+        repeat_index: Which fresh seed (1, 2, ...): repeat ``k`` of every configuration
+            trains on the same seed, so the families' repeats can be compared in pairs.
         attempt: How many times its configuration failed and was retried before.
     """
 
@@ -48,11 +50,17 @@ class PlannedTrial:
     baseline: bool = False
     retry_of: int | None = None
     repeat_of: int | None = None
+    repeat_index: int | None = None
     attempt: int = 0
 
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
-        named = {"retry_of": self.retry_of, "repeat_of": self.repeat_of, "attempt": self.attempt or None}
+        named = {
+            "retry_of": self.retry_of,
+            "repeat_of": self.repeat_of,
+            "repeat_index": self.repeat_index,
+            "attempt": self.attempt or None,
+        }
         named = {"family": self.family} | named
         return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
@@ -66,6 +74,7 @@ class PlannedTrial:
             baseline=bool(attributes.get("baseline")),
             retry_of=attributes.get("retry_of"),
             repeat_of=attributes.get("repeat_of"),
+            repeat_index=attributes.get("repeat_index"),
             attempt=int(attributes.get("attempt", 0)),
         )
 

@@ -61,6 +61,8 @@ class Preset:
         trials: Default number of trials, baselines included.
         cpus_per_trial, gpus_per_trial: Default resources of one trial.
         grace_steps: Steps a trial runs before early stopping may stop it.
+        repeat_seeds: Fresh seeds each family's best configurations get after the search
+            (``--repeat-seeds``): the verdict's interval is over them.
     """
 
     name: str
@@ -73,6 +75,7 @@ class Preset:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     grace_steps: int = 1
+    repeat_seeds: int = 3
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 },
                 trials=6,
                 grace_steps=40,
+                repeat_seeds=2,
             ),
             Preset(
                 name="quick",
@@ -231,6 +235,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 cpus_per_trial=4,
                 gpus_per_trial=1,
                 grace_steps=1000,
+                repeat_seeds=5,
             ),
         )
     },

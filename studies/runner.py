@@ -17,6 +17,7 @@ from typing import TextIO
 import optuna
 import ray
 import torch
+from optuna.trial import TrialState
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
@@ -48,8 +49,6 @@ from studies.version import code_version
 from trainers.data.cache import default_cache_dir
 from trainers.memory import GIB
 
-FINISHED_STATES = ("COMPLETE", "PRUNED")  # outcomes (``storage.trials.outcome``) that count as results
-
 
 class StudyOptionError(ValueError):
     """An option that cannot be run; the message names it and the fix."""
@@ -71,7 +70,7 @@ class RunOptions:
     fresh: bool = False
     fixed: dict[str, Value] = field(default_factory=dict)
     cache_dir: Path | None = None
-    repeat_seeds: int = 0
+    repeat_seeds: int | None = None  # None: the preset's
     precision: str | None = None
     compile: bool | None = None
 
@@ -200,6 +199,7 @@ class CheckedRun:
     fixed_others: dict[str, Value]
     url: str
     trials: int
+    repeat_seeds: int
     resources: TrialResources
     train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
 
@@ -229,8 +229,9 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         )
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
-    if options.repeat_seeds < 0:
-        raise StudyOptionError(f"--repeat-seeds must be >= 0, got {options.repeat_seeds}")
+    repeat_seeds = options.repeat_seeds if options.repeat_seeds is not None else preset.repeat_seeds
+    if repeat_seeds < 0:
+        raise StudyOptionError(f"--repeat-seeds must be >= 0, got {repeat_seeds}")
     if options.seed < 0:
         raise StudyOptionError(f"--seed must be >= 0 (samplers take no negative seed), got {options.seed}")
     if not (math.isfinite(cpus) and cpus > 0) or not (math.isfinite(gpus) and gpus >= 0):
@@ -250,7 +251,7 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
-    return CheckedRun(preset, space, fixed_others, url, trials, TrialResources(cpus, gpus, memory), overrides)
+    return CheckedRun(preset, space, fixed_others, url, trials, repeat_seeds, TrialResources(cpus, gpus, memory), overrides)
 
 
 def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
@@ -321,14 +322,14 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             )
             _tune(ledger, preset, store.study_name, run.resources, early_stopping=early_stopping)
 
-        started = _start_ray(options.address) if to_run or options.repeat_seeds else False
+        started = _start_ray(options.address) if to_run or run.repeat_seeds else False
         try:
             if to_run:
                 tune_trials(run.trials, early_stopping=True)
-            if options.repeat_seeds and (repeats := plan_repeats(store, options.repeat_seeds)):
+            if run.repeat_seeds and (repeats := plan_repeats(store, run.repeat_seeds)):
                 print(
                     f"repeating {repeats} trials: each family's best, and its best at or below the best baseline's FLOPs, "
-                    f"{options.repeat_seeds} more seeds each",
+                    f"{run.repeat_seeds} fresh seeds each",
                     file=out,
                 )
                 tune_trials(0, early_stopping=False)
@@ -371,27 +372,38 @@ def _open_study(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         store.set_metric_names([objective.metric for objective in study.objectives])
-    _record_settings(store, study, run.preset, run.space, run.trials)
+    _record_settings(store, study, run)
     return store, storage
 
 
-def _record_settings(store: optuna.Study, study: Study, preset: Preset, space: SearchSpace, trials: int) -> None:
+def _record_settings(store: optuna.Study, study: Study, run: CheckedRun) -> None:
     """The study's question and settings, for reports and optuna-dashboard."""
+    preset = run.preset
     store.set_user_attr("question", study.doc.strip())
     store.set_user_attr("preset", f"{preset.name}: {preset.description}")
     store.set_user_attr("task", preset.task.describe())
+    families = {family.label: dict(family.values) for family in study.families}
     store.set_user_attr(
-        "budget", {"trials": trials, "steps_per_trial": preset.train.steps, "early_stopping_grace_steps": preset.grace_steps}
+        "budget",
+        {
+            "trials": run.trials,
+            "families": families,
+            "trials_per_family": run.trials / len(families),
+            "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
+            "steps_per_trial": preset.train.steps,
+            "early_stopping_grace_steps": preset.grace_steps,
+        },
     )
-    store.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
+    store.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})
     store.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})
 
 
 def plan_repeats(store: optuna.Study, seeds: int) -> int:
-    """Queue ``seeds`` more seeds of each family's best configuration and of its best at or below
-    the best baseline's FLOPs (``storage.trials.family_bests``).
+    """Queue fresh seeds 1..``seeds`` of each family's best configuration and of its best at or
+    below the best baseline's FLOPs (``storage.trials.family_bests``).
 
-    Configurations already repeated, or queued for it (by an earlier run), get only what they lack.
+    Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``).
+    Seeds a configuration already has, finished or queued (by an earlier run), are not queued again.
 
     Returns:
         How many repeats were queued.
@@ -401,19 +413,20 @@ def plan_repeats(store: optuna.Study, seeds: int) -> int:
         return 0
     stored = store.get_trials(deepcopy=False)
     by_number = {t.number: t for t in stored}
-    runs = Counter(configuration_key(t.params) for t in stored if outcome(t) in FINISHED_STATES)
-    waiting = [t.user_attrs["repeat_of"] for t in queued(store) if "repeat_of" in t.user_attrs]
-    runs.update(configuration_key(by_number[number].params) for number in waiting)
+    has: dict[str, set[int]] = {}  # configuration -> its repeat indices, finished, running or queued
+    for trial in stored:
+        if "repeat_index" in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
+            original = by_number[trial.user_attrs["repeat_of"]]
+            has.setdefault(configuration_key(original.params), set()).add(trial.user_attrs["repeat_index"])
     planned = 0
     for number in family_bests(frame)["number"]:
-        trial = by_number[int(number)]
-        key = configuration_key(trial.params)
-        original = trial.user_attrs.get("repeat_of", trial.number)  # a repeat can be the best run of its configuration
-        repeat = replace(PlannedTrial.of(trial), repeat_of=original, retry_of=None, attempt=0)
-        for _ in range(max(0, seeds + 1 - runs[key])):
-            enqueue(store, repeat)
+        original = by_number[int(number)]  # a search trial: family_bests leaves repeats out
+        key = configuration_key(original.params)
+        plan = replace(PlannedTrial.of(original), repeat_of=original.number, retry_of=None, attempt=0)
+        for index in sorted(set(range(1, seeds + 1)) - has.setdefault(key, set())):
+            enqueue(store, replace(plan, repeat_index=index))
+            has[key].add(index)
             planned += 1
-        runs[key] = max(runs[key], seeds + 1)  # two chosen trials of one configuration: repeated once
     return planned
 
 

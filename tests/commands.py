@@ -6,8 +6,11 @@ import sys
 
 
 def smoke_study_command(*options: str) -> list[str]:
-    """``python -m studies.run lra_sharing --preset smoke`` with ``options``, in this interpreter."""
-    return [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", *options]
+    """``python -m studies.run lra_sharing --preset smoke --repeat-seeds 0`` with ``options``, in this interpreter.
+
+    No seed repeats: the tests that run it are about the search (``smoke_run`` covers repeats).
+    """
+    return [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--repeat-seeds", "0", *options]
 
 
 # Run ``python -m MODULE ...`` with Ctrl-C's default handling, as in a terminal: a command

@@ -40,7 +40,8 @@ SMOKE_STUDY = "lra_sharing-smoke-v2"
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
-    """Run the smoke study once, then simulate a dead run's trial and resume with two more trials and seed repeats."""
+    """Run the smoke study once without seed repeats, then simulate a dead run's trial and resume with
+    two more trials and the preset's seed repeats."""
     import optuna
 
     from studies.registry import LRA_SHARING
@@ -52,7 +53,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         patch.chdir(root)
         url = f"sqlite:///{root / 'store.db'}"
         argv = ["lra_sharing", "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]
-        assert main(argv) == 0
+        assert main([*argv, "--repeat-seeds", "0"]) == 0
         first = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
 
         store = optuna.load_study(study_name=SMOKE_STUDY, storage=url)  # a trial a killed driver left RUNNING
@@ -64,7 +65,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         LRA_SHARING.space_for(preset).suggest(dead)
 
         with contextlib.redirect_stdout(io.StringIO()) as output:
-            assert main([*argv, "--trials", str(len(first) + 2), "--repeat-seeds", "1"]) == 0
+            assert main([*argv, "--trials", str(len(first) + 2)]) == 0  # and the preset's seed repeats
         second = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
     return {"root": root, "url": url, "first": first, "second": second, "dead": dead.number, "output": output.getvalue()}
 

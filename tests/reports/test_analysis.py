@@ -9,7 +9,15 @@ from reports.analysis import configurations, difference_interval, headline, mean
 
 
 def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
-    """Rows of (attention, metric_rank, accuracy, flops); baselines are the MHA rows."""
+    """Rows of (attention, metric_rank, accuracy, flops); baselines are the MHA rows.
+
+    A configuration's first row is its search run; the next ones are its fresh-seed repeats 1, 2, ...
+    """
+    seen: dict[tuple[str, int], int] = {}
+    indices = []
+    for attention, rank, _, _ in rows:
+        seen[attention, rank] = seen.get((attention, rank), -1) + 1
+        indices.append(seen[attention, rank] or None)
     return pd.DataFrame(
         [
             {
@@ -20,11 +28,12 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
                 "metric_rank": r if a == "damcha" else None,
                 "baseline": a == "mha",
                 "val_accuracy": acc,
+                "repeat_index": index,
                 "flops_per_example": flops,
                 "parameters": 10,
                 "examples_per_s": 50.0,
             }
-            for i, (a, r, acc, flops) in enumerate(rows)
+            for i, ((a, r, acc, flops), index) in enumerate(zip(rows, indices, strict=True))
         ]
     )
 
@@ -43,8 +52,9 @@ def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
     clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.41, 0.39)])
     answer = headline(configurations(clear, ["attention", "metric_rank"]))
     assert "gains 10.0 accuracy points" in answer.sentence and ": significant)" in answer.sentence
+    assert "paired bootstrap over 2 fresh seeds both trained on" in answer.sentence
     (comparison,) = answer.comparisons
-    assert comparison.family == "DAMCHA" and comparison.interval[0] > 0
+    assert comparison.family == "DAMCHA" and comparison.method == "paired" and comparison.interval[0] > 0
 
     noisy = frame([("mha", 0, a, 100) for a in (0.20, 0.40, 0.30)] + [("damcha", 4, a, 90) for a in (0.45, 0.15, 0.33)])
     assert "not significant" in headline(configurations(noisy, ["attention", "metric_rank"])).sentence
@@ -71,3 +81,15 @@ def test_headline_compares_each_family_with_the_baseline_in_one_sentence_each() 
     assert [c.family for c in answer.comparisons] == ["DAMCHA (paper)", "DAMCHA (cross)"]
     assert "The best DAMCHA (paper) at ≤ MHA's FLOPs (0.90× its FLOPs) gains 5.0 accuracy points" in answer.sentence
     assert "The best DAMCHA (cross) at ≤ MHA's FLOPs (0.80× its FLOPs) trails by 5.0 accuracy points" in answer.sentence
+
+
+def test_the_verdict_rests_on_fresh_seeds_not_on_the_selected_run() -> None:
+    # Selected at 0.50 (a lucky seed), 0.30 on both fresh seeds; MHA 0.35 throughout.
+    lucky = frame([("mha", 0, a, 100) for a in (0.35, 0.35, 0.36)] + [("damcha", 4, a, 90) for a in (0.50, 0.30, 0.31)])
+    (comparison,) = headline(configurations(lucky, ["attention", "metric_rank"])).comparisons
+    assert np.isclose(comparison.candidate_accuracy, 0.305) and comparison.gain_points < 0
+
+
+def test_without_fresh_seeds_the_verdict_says_it_is_uncorrected() -> None:
+    answer = headline(configurations(frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.35, 90)]), ["attention", "metric_rank"]))
+    assert answer.comparisons[0].method == "uncorrected" and "uncorrected for selection" in answer.sentence

@@ -63,6 +63,8 @@ def test_smoke_study_as_a_ray_job(ray_head: dict, tmp_path: Path) -> None:
                 "lra_sharing",
                 "--preset",
                 "smoke",
+                "--repeat-seeds",
+                "0",
                 "--storage",
                 url,
                 "--data-cache",

@@ -195,7 +195,9 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
 ) -> None:
     monkeypatch.chdir(tmp_path)
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    options = RunOptions(storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25)
+    options = RunOptions(
+        storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25, repeat_seeds=0
+    )
     outcome = run_study(faulty_study(), options, out=io.StringIO())
 
     trials = optuna.load_study(study_name=outcome.study_name, storage=url).get_trials()

@@ -43,6 +43,8 @@ def test_a_study_on_a_password_protected_store_writes_the_password_nowhere(
         "lra_sharing",
         "--preset",
         "smoke",
+        "--repeat-seeds",
+        "0",
         "--fix",
         "num_heads=4",
         "--storage",
