@@ -16,6 +16,7 @@ from trainers.knobs import knob, knob_fields, knob_names
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
 POOLINGS: tuple[str, ...] = ("cls", "mean")
+NORMS: tuple[str, ...] = ("pre", "post")
 
 
 def _family_knobs(values: Mapping[str, Any]) -> DAMCHAKnobs | MHAKnobs:
@@ -43,6 +44,9 @@ class ModelConfig(DAMCHAKnobs, MHAKnobs):
         mlp_width: Hidden width of each block's MLP.
         dropout: Dropout on residual branches and attention weights.
         pooling: ``cls`` (a learned CLS token) or ``mean`` (masked mean); classifiers only.
+        norm: ``pre`` (LayerNorm before each sublayer, a final LayerNorm) or ``post``
+            (LayerNorm after each residual sum, as the original Transformer and the
+            DAMCHA authors' blocks).
         attention: ``mha`` or ``damcha``.
         metric_rank, metric_form, metric_mode, generator_depth, generator_width,
             metric_chunk, sharing: ``trainers.attention.DAMCHAKnobs``.
@@ -57,6 +61,7 @@ class ModelConfig(DAMCHAKnobs, MHAKnobs):
     d_model: int = knob(128, choices=(32, 64, 128, 256, 512), help="model width D")
     num_layers: int = knob(2, low=1, high=12, help="transformer blocks")
     mlp_width: int = knob(256, choices=(64, 128, 256, 512, 1024, 2048), help="hidden width of each block's MLP")
+    norm: Literal["pre", "post"] = knob("pre", choices=NORMS, help="LayerNorm before each sublayer or after its residual sum")
     dropout: float = 0.0
     pooling: Literal["cls", "mean"] = "cls"
 
@@ -68,6 +73,8 @@ class ModelConfig(DAMCHAKnobs, MHAKnobs):
             raise ValueError(f"num_classes={self.num_classes} must be >= 2 for a classifier")
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture={self.architecture!r} is not allowed; allowed: {', '.join(ARCHITECTURES)}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm={self.norm!r} is not allowed; allowed: {', '.join(NORMS)}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling={self.pooling!r} is not allowed; allowed: {', '.join(POOLINGS)}")
         if not 0.0 <= self.dropout < 1.0:

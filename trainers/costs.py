@@ -94,14 +94,16 @@ class Flops:
 
 def _generator_flops(config: ModelConfig, contexts: int) -> int:
     """One generator's FLOPs for ``contexts`` context vectors."""
-    if config.generator_depth == 0:
+    widths = config.attention_knobs().hidden_widths()
+    if not widths:
         return 0
-    d, width = config.d_model, config.generator_width
+    d = config.d_model
     if config.metric_rank == "full":  # the rowsum mode emits only the row sums of W's head blocks: H·d² = D·d
         out = d * (d // config.num_heads) if config.metric_mode == "rowsum" else d * d
     else:
         out = 2 * d * config.metric_rank
-    per_context = d * width + (config.generator_depth - 1) * width * width + width * out
+    fan_ins, fan_outs = (d, *widths), (*widths, out)
+    per_context = sum(fan_in * fan_out for fan_in, fan_out in zip(fan_ins, fan_outs, strict=True))
     return 2 * contexts * per_context
 
 

@@ -22,17 +22,19 @@ def _attention_arguments(config: ModelConfig, *, own_generator: bool) -> dict:
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm Transformer block.
+    """Transformer block, pre- or post-LayerNorm.
 
     Args:
         attention: The attention layer.
         d_model: Model width.
         mlp_width: Hidden width of the MLP.
         dropout: Dropout on both residual branches.
+        norm: ``pre``: ``x + f(norm(x))``; ``post``: ``norm(x + f(x))``, for both sublayers.
     """
 
-    def __init__(self, attention: nn.Module, *, d_model: int, mlp_width: int, dropout: float) -> None:
+    def __init__(self, attention: nn.Module, *, d_model: int, mlp_width: int, dropout: float, norm: str = "pre") -> None:
         super().__init__()
+        self.post_norm = norm == "post"
         self.norm1 = nn.LayerNorm(d_model)
         self.attention = attention
         self.norm2 = nn.LayerNorm(d_model)
@@ -51,20 +53,23 @@ class Block(nn.Module):
             The new (B, T, D) and the metric this block used (None for MHA), which the
             next layers of its group reuse.
         """
-        h = self.norm1(x)  # (B, T, D)
+        h = x if self.post_norm else self.norm1(x)  # (B, T, D): the attention's (and generator's) input
         if isinstance(self.attention, DAMCHA):
             if self.attention.generator is not None:  # first layer of its group: generate
                 metric = self.attention.generate_metric(h, padding_mask)
             attended = self.attention(h, padding_mask, metric)
         else:
             attended = self.attention(h, padding_mask)
+        if self.post_norm:
+            x = self.norm1(x + self.dropout(attended))  # (B, T, D)
+            return self.norm2(x + self.dropout(self.mlp(x))), metric
         x = x + self.dropout(attended)
         x = x + self.dropout(self.mlp(self.norm2(x)))
         return x, metric
 
 
 class TransformerStack(nn.Module):
-    """Token + learned position embeddings, blocks, final LayerNorm.
+    """Token + learned position embeddings, blocks, and a final LayerNorm after pre-LayerNorm blocks.
 
     With DAMCHA, the first layer of every group of ``config.layers_per_generator``
     consecutive layers owns a generator; it runs once on that layer's input and its
@@ -91,10 +96,12 @@ class TransformerStack(nn.Module):
                 d_model=config.d_model,
                 mlp_width=config.mlp_width,
                 dropout=config.dropout,
+                norm=config.norm,
             )
             for i in range(config.num_layers)
         )
-        self.final_norm = nn.LayerNorm(config.d_model)
+        # Post-LayerNorm blocks end normalised already.
+        self.final_norm = nn.Identity() if config.norm == "post" else nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, tokens: Tensor, padding_mask: Tensor | None, prefix: Tensor | None = None) -> tuple[Tensor, Tensor | None]:

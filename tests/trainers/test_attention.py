@@ -170,6 +170,8 @@ def test_registry_builds_by_name_and_suggests_close_names() -> None:
         (dict(metric_mode="rowsum", metric_form="mahalanobis"), "not allowed with metric_mode='rowsum'"),
         (dict(generator_depth=-1), "generator_depth=-1 must be an integer >= 0"),
         (dict(generator_width=0), "generator_width=0 must be an integer >= 1"),
+        (dict(generator_width=(8, 0)), r"generator_width=\(8, 0\) must be an integer >= 1 .* or a tuple of them"),
+        (dict(generator_width=(8, 16)), r"gives 2 hidden widths for generator_depth=1 hidden layers"),
         (dict(metric_chunk=0), r"metric_chunk=0 must be an integer >= 1 \(1 = one metric per position\)"),
         (dict(metric_chunk=2.0), "metric_chunk=2.0 must be an integer >= 1"),
     ],
@@ -247,3 +249,12 @@ def test_full_rank_rowsum_generates_only_the_row_sums() -> None:
     d = D // H
     assert summed.full is None and summed.row_sums.shape == (B, H, d, d)
     torch.testing.assert_close(summed.row_sums, dense.full.view(B, H, d, H, d).sum(dim=3), atol=1e-5, rtol=1e-5)
+
+
+def test_a_tuple_of_generator_widths_sizes_each_hidden_layer() -> None:
+    attn = DAMCHA(D, H, metric_rank="full", metric_mode="rowsum", generator_depth=2, generator_width=(8, 24))
+    linears = [m for m in attn.generator.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(D, 8), (8, 24), (24, D * D)]
+    assert (
+        attn.knobs.hidden_widths() == (8, 24) and DAMCHA.Knobs(generator_depth=3, generator_width=4).hidden_widths() == (4,) * 3
+    )

@@ -20,14 +20,32 @@ DAMCHA_GRID = [
     )
     if not (mode == "rowsum" and form == "mahalanobis")
 ]
-CONFIGS = [
-    dict(architecture=architecture, **knobs)
-    for architecture in ("encoder", "pair", "decoder")
-    for knobs in [dict(attention="mha"), *DAMCHA_GRID[:: 3 if architecture != "encoder" else 1]]
-] + [  # causal metrics per chunk: one per position, chunks that divide LENGTH=20 or leave a remainder
-    dict(architecture="decoder", attention="damcha", metric_mode=mode, metric_rank=rank, generator_depth=2, metric_chunk=chunk)
-    for mode, rank, chunk in itertools.product(("cross", "rowsum"), (4, "full"), (1, 5, 8))
-]
+CONFIGS = (
+    [
+        dict(architecture=architecture, **knobs)
+        for architecture in ("encoder", "pair", "decoder")
+        for knobs in [dict(attention="mha"), *DAMCHA_GRID[:: 3 if architecture != "encoder" else 1]]
+    ]
+    + [  # causal metrics per chunk: one per position, chunks that divide LENGTH=20 or leave a remainder
+        dict(
+            architecture="decoder", attention="damcha", metric_mode=mode, metric_rank=rank, generator_depth=2, metric_chunk=chunk
+        )
+        for mode, rank, chunk in itertools.product(("cross", "rowsum"), (4, "full"), (1, 5, 8))
+    ]
+    + [  # the authors' configuration: full-rank rowsum, one generator of two widths for the stack, post-LayerNorm
+        dict(
+            architecture=architecture,
+            attention="damcha",
+            metric_mode="rowsum",
+            metric_rank="full",
+            generator_depth=2,
+            generator_width=(24, 48),
+            sharing="stack",
+            norm="post",
+        )
+        for architecture in ("encoder", "decoder")
+    ]
+)
 
 
 def _config(**knobs) -> ModelConfig:

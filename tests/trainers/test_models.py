@@ -140,3 +140,25 @@ def test_explicit_damcha_model_computes_what_the_fused_one_does(sharing: str) ->
     tokens = torch.randint(2, 20, (3, 12))
     mask = torch.arange(12)[None, :] < torch.tensor([12, 7, 3])[:, None]
     torch.testing.assert_close(explicit(tokens, mask), fused(tokens, mask), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("attention", ["mha", "damcha"])
+def test_post_layernorm_blocks_normalise_each_residual_sum(attention: str) -> None:
+    post = build_model(_config(attention=attention, norm="post", sharing="stack")).eval()
+    pre = build_model(_config(attention=attention, sharing="stack")).eval()
+    pre.load_state_dict(post.state_dict(), strict=False)  # the same weights (pre has a final norm more)
+    tokens, mask = _batch()
+    hidden, _ = post.stack(tokens, mask)  # (B, T, D)
+    # Each block ends with LayerNorm (weight 1, bias 0 at initialisation): zero mean, unit variance.
+    torch.testing.assert_close(hidden.mean(-1), torch.zeros(hidden.shape[:2]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(hidden.var(-1, unbiased=False), torch.ones(hidden.shape[:2]), atol=1e-3, rtol=0)
+    assert isinstance(post.stack.final_norm, torch.nn.Identity)
+    assert not torch.allclose(post(tokens, mask), pre(tokens, mask))
+    other = tokens.clone()
+    other[~mask] = 7
+    torch.testing.assert_close(post(other, mask), post(tokens, mask))  # padding still does not matter
+
+
+def test_an_unknown_norm_is_refused_with_the_allowed_ones() -> None:
+    with pytest.raises(ValueError, match=r"norm='mid' is not allowed; allowed: pre, post"):
+        _config(norm="mid")

@@ -55,6 +55,10 @@ def parse_sharing(sharing: str, num_layers: int) -> int:
     )
 
 
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DAMCHAKnobs:
     """DAMCHA's knobs, declared once: the layer's keyword arguments and the model's ``sharing``.
@@ -67,7 +71,9 @@ class DAMCHAKnobs:
     metric_form: MetricForm = knob("bilinear", choices=METRIC_FORMS, help="how the metric enters the scores")
     metric_mode: MetricMode = knob("cross", choices=METRIC_MODES, help="cross-head metric or the authors' rowsum mode")
     generator_depth: int = knob(1, choices=(0, 1, 2, 3), help="hidden layers of the metric generator (0 = static metric)")
-    generator_width: int = knob(64, choices=(16, 32, 64, 128, 256), help="hidden width of the metric generator")
+    generator_width: int | tuple[int, ...] = knob(
+        64, choices=(16, 32, 64, 128, 256), help="hidden width of the metric generator (a tuple: one per hidden layer)"
+    )
     metric_chunk: int = knob(
         DEFAULT_METRIC_CHUNK,
         choices=(1, 16, 64, 256),
@@ -104,14 +110,30 @@ class DAMCHAKnobs:
             )
         for name, low, meaning in (
             ("generator_depth", 0, "0 = static metric"),
-            ("generator_width", 1, "its hidden width"),
             ("metric_chunk", 1, "1 = one metric per position"),
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not _is_integer(value) or value < low:
                 raise ValueError(f"{name}={value!r} must be an integer >= {low} ({meaning})")
+        widths = self.generator_width if isinstance(self.generator_width, tuple | list) else (self.generator_width,)
+        if not widths or not all(_is_integer(w) and w >= 1 for w in widths):
+            raise ValueError(
+                f"generator_width={self.generator_width!r} must be an integer >= 1 (its hidden width), "
+                "or a tuple of them, one per hidden layer"
+            )
+        if isinstance(self.generator_width, tuple | list) and len(widths) != self.generator_depth:
+            raise ValueError(
+                f"generator_width={self.generator_width!r} gives {len(widths)} hidden widths for "
+                f"generator_depth={self.generator_depth} hidden layers; give one per layer, or one integer for all"
+            )
         if num_layers is not None:
             parse_sharing(self.sharing, num_layers)
+
+    def hidden_widths(self) -> tuple[int, ...]:
+        """The generator's hidden layers' widths, first to last (empty for a static metric)."""
+        if isinstance(self.generator_width, tuple | list):
+            return tuple(self.generator_width)
+        return (self.generator_width,) * self.generator_depth
 
     def layer_arguments(self) -> dict[str, object]:
         """The knobs the ``DAMCHA`` constructor takes, by name."""
@@ -130,7 +152,8 @@ class DAMCHA(nn.Module):
         metric_mode: ``"cross"`` (this mechanism) or ``"rowsum"`` (the authors' released
             code: no W_q/W_k, head h compares raw slices ``X_h`` under ``Σ_j M_hj``).
         generator_depth: Hidden layers of the generator MLP; 0 = static metric.
-        generator_width: Hidden width of the generator MLP.
+        generator_width: Hidden width of the generator MLP, or a tuple of widths, one per
+            hidden layer (the authors' generator: ``generator_depth=2``, ``(256, 512)``).
         causal: Causal self-attention (prefix-mean contexts, a metric per chunk of
             positions). The bilinear metric is applied per key, ``M(c_s)``; the
             Mahalanobis form applies ``L(c_t)`` to the query and ``L(c_s)`` to the key, so
@@ -159,7 +182,7 @@ class DAMCHA(nn.Module):
         metric_form: MetricForm = "bilinear",
         metric_mode: MetricMode = "cross",
         generator_depth: int,
-        generator_width: int,
+        generator_width: int | tuple[int, ...],
         causal: bool = False,
         dropout: float = 0.0,
         metric_chunk: int = DEFAULT_METRIC_CHUNK,
@@ -188,8 +211,7 @@ class DAMCHA(nn.Module):
             MetricGenerator(
                 d_model,
                 rank=metric_rank,
-                depth=generator_depth,
-                width=generator_width,
+                widths=self.knobs.hidden_widths(),
                 identity_start=metric_mode == "cross",
                 row_sum_heads=num_heads if metric_mode == "rowsum" else None,
             )

@@ -213,9 +213,8 @@ class MetricGenerator(nn.Module):
     Args:
         d_model: Model width D.
         rank: Rank r of ``U Vᵀ``, or ``"full"`` for all D² entries.
-        depth: Hidden layers of the MLP (GELU). 0 = a static metric: plain parameters,
-            independent of the input.
-        width: Hidden width of the MLP.
+        widths: Hidden layers' widths of the MLP (GELU), first to last. Empty = a static
+            metric: plain parameters, independent of the input.
         identity_start: Start with ``U = 0`` (or ``W = 0``) so that ``I + A = I``. The V
             part does not start at zero: with both at zero ``U Vᵀ`` would get no gradient.
         row_sum_heads: For the reference mode at full rank: H, so that the generator
@@ -228,20 +227,19 @@ class MetricGenerator(nn.Module):
         d_model: int,
         *,
         rank: Rank,
-        depth: int,
-        width: int,
+        widths: tuple[int, ...],
         identity_start: bool,
         row_sum_heads: int | None = None,
     ) -> None:
         super().__init__()
         self.d_model = d_model
         self.rank = rank
-        self.depth = depth
+        self.depth = len(widths)
         self.row_sum_heads = row_sum_heads if rank == "full" else None
         out_features = d_model * d_model if rank == "full" else 2 * d_model * rank
         # Parameters are laid out [U (D·r) | V (D·r)] or [W (D·D)]; U (or W) comes first.
         first_part = d_model * d_model if rank == "full" else d_model * rank
-        if depth == 0:
+        if not widths:
             self.static = nn.Parameter(torch.randn(out_features) / math.sqrt(d_model))
             self.hidden = None
             self.output = None
@@ -251,12 +249,12 @@ class MetricGenerator(nn.Module):
         else:
             layers: list[nn.Module] = []
             fan_in = d_model
-            for _ in range(depth):
+            for width in widths:
                 layers += [nn.Linear(fan_in, width), nn.GELU()]
                 fan_in = width
             self.static = None
             self.hidden = nn.Sequential(*layers)
-            self.output = nn.Linear(width, out_features)
+            self.output = nn.Linear(fan_in, out_features)
             if identity_start:
                 with torch.no_grad():
                     self.output.weight[:first_part].zero_()
