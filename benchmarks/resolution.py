@@ -1,0 +1,80 @@
+"""Can a finished study tell designs apart? The two criteria a preset must meet, read from its store.
+
+(a) The verdict's 95% interval is at most 2 accuracy points wide on each side (half-width
+    ≤ 2), for every family compared.
+(b) The best and the worst complete configurations differ by more than their intervals:
+    over their seeds where they have two or more (the verdict's bootstrap), else the
+    single run's 95% Wilson interval for ``val_size`` validation examples.
+
+    python -m benchmarks.resolution lra_sharing-quick-v2                 # the default store
+    python -m benchmarks.resolution NAME --storage sqlite:///path/to/store.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import optuna
+import pandas as pd
+
+from reports.analysis import configurations, verdict
+from storage import open_storage
+from storage.trials import knob_columns, trials_frame
+
+Z_95 = 1.959963984540054
+HALF_WIDTH_POINTS = 2.0
+
+
+def wilson_interval(accuracy: float, examples: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of an accuracy measured on ``examples`` examples."""
+    centre = (accuracy + Z_95**2 / (2 * examples)) / (1 + Z_95**2 / examples)
+    spread = Z_95 / (1 + Z_95**2 / examples) * math.sqrt(accuracy * (1 - accuracy) / examples + Z_95**2 / (4 * examples**2))
+    return centre - spread, centre + spread
+
+
+def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
+    """A configuration's 95% interval of accuracy, and what it is over."""
+    if config["seeds"] >= 2:
+        return float(config["ci_low"]), float(config["ci_high"]), f"bootstrap over {config['seeds']} seeds"
+    low, high = wilson_interval(float(config["mean_accuracy"]), examples)
+    return low, high, f"Wilson, one run on {examples} examples"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("study", help="the study's name in the store")
+    parser.add_argument("--storage", default=None, help="storage URL (default: the product's default store)")
+    args = parser.parse_args(argv)
+    study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage, read_only=True))
+    frame = trials_frame(study)
+    answer = verdict(frame)
+    print(f"verdict: {answer.sentence}\n")
+    print("(a) the verdict's 95% half-width, per family compared (target <= 2 points):")
+    for comparison in answer.comparisons:
+        low, high = comparison.interval
+        half = (high - low) / 2
+        met = "met" if half <= HALF_WIDTH_POINTS else "NOT met"
+        print(f"  {comparison.family}: {half:.2f} points ({comparison.method}, {comparison.seeds[0]} seeds): {met}")
+    configs = configurations(frame, knob_columns(frame))
+    if len(configs) < 2:
+        print("(b) fewer than two complete configurations")
+        return 0
+    examples = int(study.user_attrs.get("task", {}).get("val_size", 0)) or 1
+    ranked = configs.sort_values("mean_accuracy")
+    worst, best = ranked.iloc[0], ranked.iloc[-1]
+    best_low, best_high, best_how = interval(best, examples)
+    worst_low, worst_high, worst_how = interval(worst, examples)
+    print("(b) the best and the worst complete configurations (target: intervals apart):")
+    for name, config, low, high, how in (
+        ("best", best, best_low, best_high, best_how),
+        ("worst", worst, worst_low, worst_high, worst_how),
+    ):
+        print(f"  {name}: {config['family']} {100 * config['mean_accuracy']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({how})")
+    gap = 100 * (best_low - worst_high)
+    print(f"  {'met' if gap > 0 else 'NOT met'}: {gap:+.1f} points between the intervals")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
