@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,15 @@ def test_infeasible_benchmark_prints_told_and_untold_for_each_sampler() -> None:
     rows = result.stdout.splitlines()[2:]
     assert [row[:24].strip() for row in rows] == [name for name in SAMPLERS for _ in range(2)]
     assert [row.split()[-3] for row in rows] == ["no", "yes"] * len(SAMPLERS)
+
+
+def test_resolution_reads_a_finished_study_and_states_both_criteria(smoke_run: dict) -> None:
+    from tests.conftest import SMOKE_STUDY
+
+    result = run_benchmark("benchmarks.resolution", SMOKE_STUDY, "--storage", smoke_run["url"], timeout=120)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("verdict: ")
+    assert any(line.startswith("(a) the verdict's 95% half-width") for line in lines)
+    (best,) = [line for line in lines if line.startswith("  best: ")]
+    assert re.search(r"\((bootstrap over \d+ seeds|Wilson, one run on 64 examples)\)$", best)  # smoke: 64 validation examples
+    assert lines[-1].split(":")[0].strip() in ("met", "NOT met")
