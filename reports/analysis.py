@@ -15,7 +15,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from storage import masked_url
-from storage.trials import ACCURACY, FLOPS, configuration_key, family_of, knob_columns, outcome
+from storage.trials import ACCURACY, FLOPS, best, configuration_key, family_of, knob_columns, outcome
 
 BOOTSTRAP_SAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -33,8 +33,9 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         One row per configuration: ``config``, ``family``, ``baseline``, the knobs, ``seeds`` (count),
         ``accuracies`` (list), ``mean_accuracy``, ``ci_low``/``ci_high`` (bootstrap of the
         mean; NaN with one seed), ``fresh`` (the accuracy of each fresh-seed repeat, by its
-        ``repeat_index``), ``search_accuracy`` (its best run in the search itself, which
-        selected it), ``flops_per_example``, ``parameters``, ``examples_per_s``,
+        ``repeat_index``), ``search_accuracy`` and ``number`` (its best run in the search
+        itself, which selected it; its best repeat when it has only repeats),
+        ``flops_per_example``, ``parameters``, ``examples_per_s``,
         ``numbers`` (trial numbers).
     """
     complete = frame[frame["state"] == "COMPLETE"].copy()
@@ -48,7 +49,8 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         accuracies = group[ACCURACY].astype(float).to_numpy()
         low, high = mean_interval(accuracies)
         first = group.iloc[0]
-        searched = group[group["repeat_index"].isna()][ACCURACY].astype(float)
+        searched = group[group["repeat_index"].isna()]
+        chosen = best(searched) if not searched.empty else best(group)  # the run the search judged it by
         rows.append(
             {
                 "config": key,
@@ -63,7 +65,8 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                     if pd.notna(index)
                 },
                 "mean_accuracy": float(accuracies.mean()),
-                "search_accuracy": float(searched.max()) if not searched.empty else float("nan"),
+                "search_accuracy": float(chosen[ACCURACY]),
+                "number": int(chosen["number"]),
                 "ci_low": low,
                 "ci_high": high,
                 FLOPS: float(first[FLOPS]),
@@ -150,7 +153,7 @@ def headline(configs: pd.DataFrame) -> Headline:
     baselines = configs[configs["baseline"]] if not configs.empty else configs
     if baselines.empty:
         return Headline("No baseline configuration completed, so there is no comparison yet.")
-    reference = _best(baselines)
+    reference = best(baselines, "search_accuracy")  # the rule that chose what seed repeats measure
     name = reference["family"]
     sentences, comparisons = [], []
     for family, group in configs[~configs["baseline"]].groupby("family", sort=False):
@@ -160,18 +163,12 @@ def headline(configs: pd.DataFrame) -> Headline:
                 f"No {family} configuration completed at or below the best {name}'s {reference[FLOPS]:.3g} FLOPs per example."
             )
             continue
-        best = _best(cheaper)
-        comparison = _compare(family, best, reference)
+        comparison = _compare(family, best(cheaper, "search_accuracy"), reference)
         comparisons.append(comparison)
         sentences.append(_sentence(comparison, name))
     if not sentences:
         sentences.append(f"No configuration of another family completed to compare with the best {name}.")
     return Headline(" ".join(sentences), tuple(comparisons))
-
-
-def _best(configs: pd.DataFrame) -> pd.Series:
-    """The configuration the search found best (by its search run; a configuration with repeats only, by its mean)."""
-    return configs.assign(_rank=configs["search_accuracy"].fillna(configs["mean_accuracy"])).sort_values("_rank").iloc[-1]
 
 
 def _compare(family: str, candidate: pd.Series, baseline: pd.Series) -> Comparison:

@@ -156,6 +156,15 @@ def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def best(rows: pd.DataFrame, accuracy: str = ACCURACY) -> pd.Series:
+    """The most accurate row; a tie goes to fewer FLOPs, then to the earlier trial (``number``).
+
+    One rule for every "best" (which configurations seed repeats measure, which ones the
+    verdict compares), so that they always agree.
+    """
+    return rows.sort_values([accuracy, FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]
+
+
 def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
     """Each family's best complete search trial, and its best at or below the best baseline's FLOPs.
 
@@ -167,10 +176,10 @@ def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
     searched = frame["repeat_index"].isna()  # chosen as the search found them: repeats come after
     complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & searched]
     baselines = complete[complete["baseline"]]
-    limit = baselines.loc[baselines[ACCURACY].idxmax(), FLOPS] if not baselines.empty else float("inf")
+    limit = best(baselines)[FLOPS] if not baselines.empty else float("inf")
     chosen = set()
     for _, group in complete.groupby("family", sort=False):
-        chosen.add(group[ACCURACY].idxmax())
+        chosen.add(best(group).name)
         if not (cheaper := group[group[FLOPS] <= limit]).empty:
-            chosen.add(cheaper[ACCURACY].idxmax())
+            chosen.add(best(cheaper).name)
     return frame.loc[sorted(chosen)]

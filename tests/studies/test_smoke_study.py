@@ -108,10 +108,9 @@ def test_seed_repeats_rerun_each_family_s_best_to_completion(smoke_run: dict) ->
         assert repeat.user_attrs["family"] == original.user_attrs["family"]
     first_runs = [t for t in trials if t.state == TrialState.COMPLETE and "repeat_of" not in t.user_attrs]
     best = {}
-    for trial in first_runs:  # each family's most accurate first run
-        family = trial.user_attrs["family"]
-        if family not in best or trial.values[0] > best[family].values[0]:
-            best[family] = trial
+    for trial in first_runs:  # each family's most accurate first run (ties: fewer FLOPs, then the earlier trial)
+        best.setdefault(trial.user_attrs["family"], []).append(trial)
+    best = {family: min(trials, key=lambda t: (-t.values[0], t.values[1], t.number)) for family, trials in best.items()}
     fresh: dict[str, set[int]] = {}  # configuration -> its fresh seeds
     for repeat in repeats:  # repeat k of every configuration trains on one shared seed: the families compare in pairs
         assert repeat.user_attrs["seed"] == 90_000 + repeat.user_attrs["repeat_index"]
