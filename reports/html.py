@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +61,13 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
     return parts
 
 
+def _knob_text(value: object) -> str:
+    """A value for a table: blank where there is none (a knob the family lacks), 4 not 4.0 (pandas widens ints)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
 def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
     """Configurations on their family's front, mean ± 95% CI over seeds, with their ``knobs``.
 
@@ -75,12 +83,12 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
         rows.append(
             {
                 "family": row["family"],
-                **{k: str(row[k]) for k in knobs if k in row and row[k] is not None},
+                **{k: _knob_text(row.get(k)) for k in knobs},
                 "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}{repeated}",
                 "seeds": row["seeds"],
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
-                "parameters": row["parameters"],
-                "examples/s": f"{row['examples_per_s']:.0f}",
+                "parameters": _knob_text(row["parameters"]),
+                "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
                 "trials": ", ".join(map(str, row["numbers"])),
             }
         )

@@ -24,7 +24,7 @@ from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from studies.failures import failure_of
-from studies.plan import INTERRUPTED_ATTRIBUTE, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
+from studies.plan import COUNTED_STATES, INTERRUPTED_ATTRIBUTE, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
 from studies.registry import Family, Preset, Study
 from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
@@ -156,9 +156,7 @@ class Ledger:
         seed repeats, failed trials (a retry is queued) and combinations rejected before
         training don't.
         """
-        trials = self.study.get_trials(
-            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-        )
+        trials = self.study.get_trials(deepcopy=False, states=COUNTED_STATES)
         asked = Counter(
             t.user_attrs.get("family")
             for t in trials

@@ -27,6 +27,7 @@ from storage.trials import INFEASIBLE_ATTRIBUTE
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
+COUNTED_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)  # trials that use budget
 MAX_RETRIES = 2  # a configuration whose trials keep dying is given up after this many retries
 
 
@@ -94,8 +95,7 @@ def trials_counted(study: optuna.Study) -> int:
 
     Seed repeats and infeasible configurations use none of it.
     """
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-    trials = study.get_trials(deepcopy=False, states=states)
+    trials = study.get_trials(deepcopy=False, states=COUNTED_STATES)
     return sum("repeat_of" not in t.user_attrs and INFEASIBLE_ATTRIBUTE not in t.user_attrs for t in trials)
 
 

@@ -326,7 +326,9 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         try:
             if to_run:
                 tune_trials(run.trials, early_stopping=True)
-            if run.repeat_seeds and (repeats := plan_repeats(store, run.repeat_seeds)):
+            with lock.held():  # drivers sharing the store queue each repeat once
+                repeats = plan_repeats(store, run.repeat_seeds) if run.repeat_seeds else 0
+            if repeats:
                 print(
                     f"repeating {repeats} trials: each family's best, and its best at or below the best baseline's FLOPs, "
                     f"{run.repeat_seeds} fresh seeds each",

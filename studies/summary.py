@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 
 from reports.analysis import verdict
-from storage.trials import ACCURACY, FLOPS, INFEASIBLE, knob_columns, trials_frame
+from storage.trials import ACCURACY, FLOPS, INFEASIBLE, best, knob_columns, trials_frame
 
 
 def _trial(row, knobs: list[str]) -> str:
@@ -17,7 +17,8 @@ def _trial(row, knobs: list[str]) -> str:
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
-    """Trials by state, the study's verdict (the report's headline), each family's best trial, and where things are."""
+    """Trials by state, the study's verdict (the report's headline), each family's best search trial (the one its
+    seed repeats measure again, ``storage.trials.best``), and where things are."""
     frame = trials_frame(study)
     knobs = knob_columns(frame)
     lines = [f"\n{study.study_name}"]
@@ -28,10 +29,11 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
     lines.append(f"  verdict: {verdict(frame).sentence}")
-    for family, group in frame.sort_values("baseline", ascending=False, kind="stable").groupby("family", sort=False):
-        complete = group[group["state"] == "COMPLETE"]
-        best = _trial(complete.sort_values(ACCURACY).iloc[-1], knobs) if not complete.empty else "none completed"
-        lines.append(f"  best {family}: {best}")
+    searched = frame[(frame["state"] == "COMPLETE") & frame["repeat_index"].isna()]
+    for family in frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique():
+        complete = searched[searched["family"] == family]
+        found = _trial(best(complete), knobs) if not complete.empty else "none completed"
+        lines.append(f"  best {family} in the search: {found}")
     failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():
         lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")

@@ -86,3 +86,12 @@ def test_each_family_has_its_front_and_its_budget(study: optuna.Study) -> None:
     budgets = family_budgets(frame).set_index("family")
     assert budgets.index.tolist() == ["MHA", "DAMCHA"]  # the baseline first
     assert budgets.loc["DAMCHA", ["trials", "complete", "stopped early", "seed repeats"]].tolist() == [4, 3, 1, 0]
+
+
+def test_the_fronts_table_leaves_a_family_s_missing_knobs_blank_and_keeps_integers(study: optuna.Study, tmp_path: Path) -> None:
+    from reports.html import write_report
+
+    page = write_report(study, tmp_path / "report.html").read_text()
+    table = page[page.index("<h2>Each family's front</h2>") : page.index("<h2>Provenance</h2>")]
+    assert "<td>4</td>" in table and "<td>full</td>" in table  # metric_rank as the study gave it
+    assert "nan" not in table and "<td>4.0</td>" not in table  # pandas widened the column; MHA has no metric_rank
