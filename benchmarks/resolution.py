@@ -3,7 +3,7 @@
 (a) The verdict's 95% interval is at most 2 accuracy points wide on each side (half-width
     ≤ 2), for every family compared.
 (b) The best and the worst complete configurations differ by more than their intervals:
-    over their seeds where they have two or more (the verdict's bootstrap), else the
+    over their seeds where they have two or more (a t-interval), else the
     single run's 95% Wilson interval for ``val_size`` validation examples.
 
     python -m benchmarks.resolution lra_sharing-quick-v2                 # the default store
@@ -36,7 +36,7 @@ def wilson_interval(accuracy: float, examples: int) -> tuple[float, float]:
 def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
     """A configuration's 95% interval of accuracy, and what it is over."""
     if config["seeds"] >= 2:
-        return float(config["ci_low"]), float(config["ci_high"]), f"bootstrap over {config['seeds']} seeds"
+        return float(config["ci_low"]), float(config["ci_high"]), f"t-interval over {config['seeds']} seeds"
     low, high = wilson_interval(float(config["mean_accuracy"]), examples)
     return low, high, f"Wilson, one run on {examples} examples"
 

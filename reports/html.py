@@ -141,7 +141,7 @@ Hover a point for every knob and cost.</p>
 <h2>Knob importance</h2>{divs.get("importances", "<p>Too few complete trials to estimate importances.</p>")}
 <h2>Budget by family</h2>{family_budgets(frame).to_html(index=False, escape=True) if not frame.empty else "<p>No trials.</p>"}
 <h2>Each family's front</h2>
-<p>* mean and 95% bootstrap interval over fresh-seed repeats of the configuration (<code>--repeat-seeds</code>).</p>
+<p>* mean and 95% t-interval over the configuration's seeds, fresh-seed repeats included (<code>--repeat-seeds</code>).</p>
 {fronts_table(configs, front_numbers, effects)}
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>

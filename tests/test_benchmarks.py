@@ -165,5 +165,5 @@ def test_resolution_reads_a_finished_study_and_states_both_criteria(smoke_run: d
     assert lines[0].startswith("verdict: ")
     assert any(line.startswith("(a) the verdict's 95% half-width") for line in lines)
     (best,) = [line for line in lines if line.startswith("  best: ")]
-    assert re.search(r"\((bootstrap over \d+ seeds|Wilson, one run on 64 examples)\)$", best)  # smoke: 64 validation examples
+    assert re.search(r"\((t-interval over \d+ seeds|Wilson, one run on 64 examples)\)$", best)  # smoke: 64 validation examples
     assert lines[-1].split(":")[0].strip() in ("met", "NOT met")

@@ -44,7 +44,8 @@ def test_repeats_of_a_configuration_are_one_row_with_an_interval() -> None:
     )
     mha = configs[configs["baseline"]].iloc[0]
     assert mha["seeds"] == 2 and mha["numbers"] == [0, 1] and np.isclose(mha["mean_accuracy"], 0.31)
-    assert 0.30 <= mha["ci_low"] <= mha["ci_high"] <= 0.32
+    # Two seeds: the t-interval (1 degree of freedom) is 0.31 ± 12.706 · 0.0141 / √2, far wider than the two values.
+    assert np.isclose(mha["ci_high"] - 0.31, 12.706 * np.std([0.30, 0.32], ddof=1) / np.sqrt(2)) and mha["ci_low"] < 0.30
     assert np.isnan(configs[~configs["baseline"]].iloc[0]["ci_low"])  # one seed: no interval
 
 
@@ -52,7 +53,7 @@ def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
     clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.41, 0.39)])
     answer = headline(configurations(clear, ["attention", "metric_rank"]))
     assert "gains 10.0 accuracy points" in answer.sentence and ": significant)" in answer.sentence
-    assert "paired bootstrap over 2 fresh seeds both trained on" in answer.sentence
+    assert "paired t-test over 2 fresh seeds both trained on" in answer.sentence
     (comparison,) = answer.comparisons
     assert comparison.family == "DAMCHA" and comparison.method == "paired" and comparison.interval[0] > 0
 
@@ -67,11 +68,22 @@ def test_headline_ignores_damcha_that_costs_more_than_the_best_mha() -> None:
     )
 
 
-def test_bootstrap_intervals_cover_the_truth_and_need_two_values() -> None:
+def test_t_intervals_cover_the_truth_need_two_values_and_widen_for_few_seeds() -> None:
     rng = np.random.default_rng(1)
     low, high = mean_interval(rng.normal(0.5, 0.05, size=40))
     assert low < 0.5 < high and high - low < 0.05
     assert all(np.isnan(difference_interval(np.array([0.1]), np.array([0.2, 0.3]))))
+    three = np.array([-0.006, -0.056, 0.016])  # three paired differences: mean ± 4.303 · s/√3 (t, 2 degrees of freedom)
+    low, high = mean_interval(three)
+    assert np.isclose(high - low, 2 * 4.303 * three.std(ddof=1) / np.sqrt(3))
+    covered = 0
+    for _ in range(400):  # 95% coverage with three values, where a percentile bootstrap covers far less
+        sample = rng.normal(0.0, 1.0, size=3)
+        low, high = mean_interval(sample)
+        covered += low < 0.0 < high
+    assert 0.92 < covered / 400 < 0.98
+    low, high = difference_interval(rng.normal(1.0, 0.1, size=5), rng.normal(0.0, 1.0, size=5))  # Welch: unequal spreads
+    assert low < 1.0 < high
 
 
 def test_headline_compares_each_family_with_the_baseline_in_one_sentence_each() -> None:

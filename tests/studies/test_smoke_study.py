@@ -118,7 +118,7 @@ def test_seed_repeats_rerun_each_family_s_best_to_completion(smoke_run: dict) ->
     assert all(fresh[str(sorted(t.params.items()))] == {1, 2} for t in best.values())  # the smoke preset's two seeds
     sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs["verdict"]
     for clause in re.findall(r"The best .*?\)\.", sentence):  # each family's comparison has its interval and test
-        assert "on fresh seeds; 95% CI" in clause and "paired bootstrap over 2 fresh seeds both trained on" in clause
+        assert "on fresh seeds; 95% CI" in clause and "paired t-test over 2 fresh seeds both trained on" in clause
 
 
 def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
