@@ -1,6 +1,6 @@
 """The store as the queue of planned trials, shared by every driver of a study.
 
-A planned trial (a baseline, a retry, a seed repeat) is a WAITING trial in the Optuna
+A planned trial (a family's next searched trial, a retry, a seed repeat) is a WAITING trial in the Optuna
 store (``Study.enqueue_trial``): its fixed knob values are the queued parameters and
 how it was planned (``PlannedTrial``) its user attributes. Any driver's next ask takes
 it, in the order it was queued; a killed driver's queue survives in the store.
@@ -57,12 +57,12 @@ class PlannedTrial:
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
         named = {
+            "family": self.family,
             "retry_of": self.retry_of,
             "repeat_of": self.repeat_of,
             "repeat_index": self.repeat_index,
             "attempt": self.attempt or None,
         }
-        named = {"family": self.family} | named
         return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
     @classmethod
@@ -80,9 +80,9 @@ class PlannedTrial:
         )
 
 
-def enqueue(study: optuna.Study, planned: PlannedTrial, *, skip_if_exists: bool = False) -> None:
-    """Put ``planned`` at the end of the store's queue (``skip_if_exists``: not if a trial fixed the same values)."""
-    study.enqueue_trial(dict(planned.fixed), user_attrs=planned.attributes(), skip_if_exists=skip_if_exists)
+def enqueue(study: optuna.Study, planned: PlannedTrial) -> None:
+    """Put ``planned`` at the end of the store's queue."""
+    study.enqueue_trial(dict(planned.fixed), user_attrs=planned.attributes())
 
 
 def queued(study: optuna.Study) -> list[FrozenTrial]:

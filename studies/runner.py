@@ -463,7 +463,7 @@ def _trial_request(resources: TrialResources) -> tuple[dict[str, float], int]:
 
 
 class ASHAExceptRepeats(ASHAScheduler):
-    """ASHA for searched trials and baselines; a seed repeat trains to its last step.
+    """ASHA for every family's searched trials alike; a seed repeat trains to its last step.
 
     A repeat measures its configuration again on a fresh seed, so stopping it early would
     leave no result. Repeats run after the search, unless an earlier run left some queued.

@@ -153,7 +153,7 @@ def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -
         ledger.ask("ray-0")
 
 
-def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_the_baselines_ignore_it(tmp_path: Path) -> None:
+def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(tmp_path: Path) -> None:
     from studies.runner import pinned_space
 
     space, others = pinned_space(LRA_SHARING, PRESET, {"generator_width": 16})  # not searched by the study
