@@ -162,3 +162,24 @@ def test_post_layernorm_blocks_normalise_each_residual_sum(attention: str) -> No
 def test_an_unknown_norm_is_refused_with_the_allowed_ones() -> None:
     with pytest.raises(ValueError, match=r"norm='mid' is not allowed; allowed: pre, post"):
         _config(norm="mid")
+
+
+def test_with_post_layernorm_a_stack_generator_reads_the_embeddings_plus_positions() -> None:
+    """The authors' arrangement: one generator for the stack, run once on token + position embeddings."""
+    authors = _config(
+        attention="damcha",
+        metric_mode="rowsum",
+        metric_rank="full",
+        generator_depth=2,
+        generator_width=(8, 16),
+        sharing="stack",
+        norm="post",
+    )
+    model = build_model(authors).eval()
+    tokens, mask = _batch()
+    stack, first = model.stack, model.stack.blocks[0]
+    assert all(block.attention.generator is None for block in stack.blocks[1:])  # one generator for the stack
+    embedded = stack.token_embedding(tokens) + stack.position_embedding(torch.arange(LENGTH))  # (B, T, D)
+    _, used = first(embedded, mask)
+    torch.testing.assert_close(used.row_sums, first.attention.generate_metric(embedded, mask).row_sums)
+    assert not torch.allclose(used.row_sums, first.attention.generate_metric(first.norm1(embedded), mask).row_sums)
