@@ -15,7 +15,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from storage import masked_url
-from storage.trials import ACCURACY, FLOPS, best, configuration_key, family_of, knob_columns, outcome
+from storage.trials import ACCURACY, FLOPS, best, configuration_key, family_of, knob_columns, outcome, search_runs
 
 VERDICT_ATTRIBUTE = "verdict"  # the study's user attribute holding ``verdict(...).sentence`` after a run
 
@@ -47,7 +47,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         accuracies = group[ACCURACY].astype(float).to_numpy()
         low, high = mean_interval(accuracies)
         first = group.iloc[0]
-        searched = group[group["repeat_index"].isna()]
+        searched = group[search_runs(group)]
         chosen = best(searched) if not searched.empty else best(group)  # the run the search judged it by
         rows.append(
             {

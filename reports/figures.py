@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import html
+import itertools
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from storage.trials import ACCURACY, FLOPS, knob_columns, pareto_mask
+from storage.trials import ACCURACY, FLOPS, family_order, knob_columns, pareto_mask
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -52,9 +53,9 @@ def hover_text(row: pd.Series, knobs: list[str]) -> str:
 
 def families(frame: pd.DataFrame) -> dict[str, str]:
     """The frame's families, the baseline first, each with its colour (the baseline's red)."""
-    ordered = frame.sort_values("baseline", ascending=False, kind="stable").drop_duplicates("family")
-    palette = iter(FAMILY_PALETTE)
-    return {row["family"]: COLORS["mha"] if row["baseline"] else next(palette) for _, row in ordered.iterrows()}
+    baselines = set(frame.loc[frame["baseline"], "family"])
+    palette = itertools.cycle(FAMILY_PALETTE)
+    return {family: COLORS["mha"] if family in baselines else next(palette) for family in family_order(frame)}
 
 
 def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:

@@ -124,6 +124,16 @@ def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
     return mask
 
 
+def family_order(frame: pd.DataFrame) -> list[str]:
+    """The frame's family labels, the baseline's first, then in the order their trials came."""
+    return frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist()
+
+
+def search_runs(frame: pd.DataFrame) -> pd.Series:
+    """Rows of trials the search ran, not seed repeats (which come after it and select nothing)."""
+    return frame["repeat_of"].isna()
+
+
 def family_fronts(frame: pd.DataFrame) -> pd.Series:
     """Complete trials on their own family's Pareto front (accuracy against FLOPs)."""
     mask = pd.Series(False, index=frame.index)
@@ -140,8 +150,9 @@ def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
         ``complete``, ``stopped early``, ``failed or infeasible``, ``seed repeats``, ``device-hours``.
     """
     rows = []
-    for family, group in frame.sort_values("baseline", ascending=False, kind="stable").groupby("family", sort=False):
-        first = group[group["repeat_of"].isna()] if "repeat_of" in group else group
+    for family in family_order(frame):
+        group = frame[frame["family"] == family]
+        first = group[search_runs(group)]
         rows.append(
             {
                 "family": family,
@@ -173,8 +184,7 @@ def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Those rows of ``frame`` (one where both are the same trial), in frame order.
     """
-    searched = frame["repeat_index"].isna()  # chosen as the search found them: repeats come after
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & searched]
+    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & search_runs(frame)]
     baselines = complete[complete["baseline"]]
     limit = best(baselines)[FLOPS] if not baselines.empty else float("inf")
     chosen = set()

@@ -24,7 +24,7 @@ from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from studies.failures import failure_of
-from studies.plan import COUNTED_STATES, INTERRUPTED_ATTRIBUTE, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
+from studies.plan import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
 from studies.registry import Family, Preset, Study
 from studies.sampler import tell_infeasible
 from trainers.config import ModelConfig
@@ -46,6 +46,7 @@ COST_ATTRIBUTES = (
 )
 MAX_RESAMPLES = 50
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
+INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 
 

@@ -26,7 +26,6 @@ from storage.trials import INFEASIBLE_ATTRIBUTE
 
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
-INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 COUNTED_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)  # trials that use budget
 MAX_RETRIES = 2  # a configuration whose trials keep dying is given up after this many retries
 

@@ -141,10 +141,6 @@ class Study:
         """The search space narrowed to a preset's domains."""
         return self.space.narrowed(preset.domains)
 
-    def family(self, label: str) -> Family:
-        """A family by its label (``KeyError`` when the study has none such)."""
-        return {family.label: family for family in self.families}[label]
-
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""
         return {name for family in self.families for name in family.values}

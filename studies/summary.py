@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 
 from reports.analysis import verdict
-from storage.trials import ACCURACY, FLOPS, INFEASIBLE, best, knob_columns, trials_frame
+from storage.trials import ACCURACY, FLOPS, INFEASIBLE, best, family_order, knob_columns, search_runs, trials_frame
 
 
 def _trial(row, knobs: list[str]) -> str:
@@ -29,8 +29,8 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
     lines.append(f"  verdict: {verdict(frame).sentence}")
-    searched = frame[(frame["state"] == "COMPLETE") & frame["repeat_index"].isna()]
-    for family in frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique():
+    searched = frame[(frame["state"] == "COMPLETE") & search_runs(frame)]
+    for family in family_order(frame):
         complete = searched[searched["family"] == family]
         found = _trial(best(complete), knobs) if not complete.empty else "none completed"
         lines.append(f"  best {family} in the search: {found}")

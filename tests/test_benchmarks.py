@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# A two-layer D=32 model on 32 tokens, one timed step: every row of benchmarks.train_step in seconds.
+TINY_TRAIN_STEP = ("--lengths", "32", "--d-model", "32", "--heads", "4", "--layers", "2", "--tokens", "64", "--reps", "1")
 
 
 def run_benchmark(module: str, *args: str, timeout: int) -> subprocess.CompletedProcess:
@@ -66,23 +68,7 @@ def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> 
 def test_train_step_benchmark_runs_the_decoder_rows() -> None:
     from benchmarks.train_step import CAUSAL_VARIANTS, VARIANTS
 
-    result = run_benchmark(
-        "benchmarks.train_step",
-        "--causal",
-        "--lengths",
-        "32",
-        "--d-model",
-        "32",
-        "--heads",
-        "4",
-        "--layers",
-        "2",
-        "--tokens",
-        "64",
-        "--reps",
-        "1",
-        timeout=300,
-    )
+    result = run_benchmark("benchmarks.train_step", "--causal", *TINY_TRAIN_STEP, timeout=300)
     assert "DecoderLM" in result.stdout.splitlines()[0]
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
@@ -95,22 +81,7 @@ def test_train_step_benchmark_runs_the_decoder_rows() -> None:
 def test_train_step_benchmark_checks_and_times_every_variant() -> None:
     from benchmarks.train_step import VARIANTS
 
-    result = run_benchmark(
-        "benchmarks.train_step",
-        "--lengths",
-        "32",
-        "--d-model",
-        "32",
-        "--heads",
-        "4",
-        "--layers",
-        "2",
-        "--tokens",
-        "64",
-        "--reps",
-        "1",
-        timeout=300,
-    )  # exit 1 would mean a FlashAttention fallback
+    result = run_benchmark("benchmarks.train_step", *TINY_TRAIN_STEP, timeout=300)  # exit 1: a FlashAttention fallback
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("T  variant"))
     rows = lines[header + 1 : header + 1 + len(VARIANTS)]

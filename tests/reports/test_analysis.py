@@ -13,11 +13,12 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
 
     A configuration's first row is its search run; the next ones are its fresh-seed repeats 1, 2, ...
     """
-    seen: dict[tuple[str, int], int] = {}
-    indices = []
-    for attention, rank, _, _ in rows:
-        seen[attention, rank] = seen.get((attention, rank), -1) + 1
-        indices.append(seen[attention, rank] or None)
+    first: dict[tuple[str, int], int] = {}  # configuration -> its search run's number
+    indices, originals = [], []
+    for number, (attention, rank, _, _) in enumerate(rows):
+        original = first.setdefault((attention, rank), number)
+        indices.append(sum(n == original for n in originals) or None)  # repeats so far of this configuration
+        originals.append(original)
     return pd.DataFrame(
         [
             {
@@ -28,12 +29,13 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
                 "metric_rank": r if a == "damcha" else None,
                 "baseline": a == "mha",
                 "val_accuracy": acc,
+                "repeat_of": None if index is None else original,
                 "repeat_index": index,
                 "flops_per_example": flops,
                 "parameters": 10,
                 "examples_per_s": 50.0,
             }
-            for i, ((a, r, acc, flops), index) in enumerate(zip(rows, indices, strict=True))
+            for i, ((a, r, acc, flops), index, original) in enumerate(zip(rows, indices, originals, strict=True))
         ]
     )
 

@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from tests.trainers import authors_knobs
 from trainers.config import ModelConfig
 from trainers.costs import count_parameters, counted_flops, interleaved_seconds, model_flops, peak_memory
 from trainers.models import build_model
@@ -32,19 +33,7 @@ CONFIGS = (
         )
         for mode, rank, chunk in itertools.product(("cross", "rowsum"), (4, "full"), (1, 5, 8))
     ]
-    + [  # the authors' configuration: full-rank rowsum, one generator of two widths for the stack, post-LayerNorm
-        dict(
-            architecture=architecture,
-            attention="damcha",
-            metric_mode="rowsum",
-            metric_rank="full",
-            generator_depth=2,
-            generator_width=(24, 48),
-            sharing="stack",
-            norm="post",
-        )
-        for architecture in ("encoder", "decoder")
-    ]
+    + [dict(architecture=architecture, **authors_knobs((24, 48))) for architecture in ("encoder", "decoder")]
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.trainers import authors_knobs
 from trainers.attention import MetricGenerator
 from trainers.config import ModelConfig
 from trainers.models import DecoderLM, EncoderClassifier, PairClassifier, build_model
@@ -166,16 +167,7 @@ def test_an_unknown_norm_is_refused_with_the_allowed_ones() -> None:
 
 def test_with_post_layernorm_a_stack_generator_reads_the_embeddings_plus_positions() -> None:
     """The authors' arrangement: one generator for the stack, run once on token + position embeddings."""
-    authors = _config(
-        attention="damcha",
-        metric_mode="rowsum",
-        metric_rank="full",
-        generator_depth=2,
-        generator_width=(8, 16),
-        sharing="stack",
-        norm="post",
-    )
-    model = build_model(authors).eval()
+    model = build_model(_config(**authors_knobs((8, 16)))).eval()
     tokens, mask = _batch()
     stack, first = model.stack, model.stack.blocks[0]
     assert all(block.attention.generator is None for block in stack.blocks[1:])  # one generator for the stack
