@@ -1,7 +1,8 @@
 """The model configuration: one frozen dataclass whose fields are the knob names.
 
 Its knobs are its own (width, heads, depth) plus every attention family's, inherited
-from the family's knobs dataclass (``DAMCHAKnobs``): a family declares a knob once.
+from the family's knobs dataclass (``DAMCHAKnobs``, ``DCMHAKnobs`` ...): a family
+declares a knob once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
 from naming import lookup
-from trainers.attention import ATTENTION, DAMCHA, DAMCHAKnobs, MHAKnobs, parse_sharing
+from trainers.attention import ATTENTION, CROSS_HEAD_BASELINES, DAMCHA, AttentionKnobs, parse_sharing
 from trainers.knobs import knob, knob_fields, knob_names
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
@@ -19,18 +20,23 @@ POOLINGS: tuple[str, ...] = ("cls", "mean")
 NORMS: tuple[str, ...] = ("pre", "post")
 
 
-def _family_knobs(values: Mapping[str, Any]) -> DAMCHAKnobs | MHAKnobs:
+# Every family's knobs dataclass once, in registry order: ModelConfig inherits their fields.
+FAMILY_KNOBS: tuple[type[AttentionKnobs], ...] = tuple(dict.fromkeys(layer.Knobs for layer in ATTENTION.values()))
+
+
+def _family_knobs(values: Mapping[str, Any]) -> AttentionKnobs:
     """The knobs dataclass of the family that ``values["attention"]`` names, from ``values``."""
     family = ATTENTION[values["attention"]].Knobs
     return family(**{f.name: values[f.name] for f in knob_fields(family)})
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelConfig(DAMCHAKnobs, MHAKnobs):
+class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry order
     """Everything needed to build a model; field names are the search-space knob names.
 
-    An attention family's knobs (DAMCHA's ``metric_*``, ``generator_*``, ``sharing``) are
-    ignored when ``attention`` names another family.
+    An attention family's knobs (DAMCHA's ``metric_*``, ``generator_*``, ``sharing``;
+    ``router_rank``, ``local_window``, ``expert_factor``) are ignored when ``attention``
+    names another family.
 
     Attributes:
         vocab_size: Token vocabulary size (padding id 0 included).
@@ -47,16 +53,17 @@ class ModelConfig(DAMCHAKnobs, MHAKnobs):
         norm: ``pre`` (LayerNorm before each sublayer, a final LayerNorm) or ``post``
             (LayerNorm after each residual sum, as the original Transformer and the
             DAMCHA authors' blocks).
-        attention: ``mha`` or ``damcha``.
+        attention: ``mha``, ``damcha`` or a cross-head baseline (``trainers.attention``).
         metric_rank, metric_form, metric_mode, generator_depth, generator_width,
             metric_chunk, sharing: ``trainers.attention.DAMCHAKnobs``.
+        router_rank, local_window, expert_factor: ``DCMHAKnobs``, ``MMAKnobs``, ``MoAKnobs``.
     """
 
     vocab_size: int
     num_classes: int
     max_length: int
     architecture: Literal["encoder", "pair", "decoder"] = "encoder"
-    attention: str = knob("mha", choices=("mha", "damcha"), help="attention variant")
+    attention: str = knob("mha", choices=("mha", "damcha", *CROSS_HEAD_BASELINES), help="attention variant")
     num_heads: int = knob(4, choices=(1, 2, 4, 8, 16, 32), help="attention heads; must divide d_model")
     d_model: int = knob(128, choices=(32, 64, 128, 256, 512), help="model width D")
     num_layers: int = knob(2, low=1, high=12, help="transformer blocks")
@@ -83,7 +90,7 @@ class ModelConfig(DAMCHAKnobs, MHAKnobs):
             raise ValueError(f"attention={self.attention!r} is not allowed; allowed: {', '.join(ATTENTION)}")
         self.attention_knobs().check(d_model=self.d_model, num_heads=self.num_heads, num_layers=self.num_layers)
 
-    def attention_knobs(self) -> DAMCHAKnobs | MHAKnobs:
+    def attention_knobs(self) -> AttentionKnobs:
         """The attention family's knobs (its ``Knobs`` dataclass), with this config's values."""
         return _family_knobs({name: getattr(self, name) for name in knob_names(self)})
 

@@ -123,18 +123,17 @@ def encoder_stack_flops(config: ModelConfig, length: int) -> Flops:
     """Forward FLOPs of the Transformer stack on one sequence of ``length`` positions."""
     d, layers = config.d_model, config.num_layers
     mlp = 4 * length * d * config.mlp_width
+    if not config.is_damcha:
+        attention, core = config.attention_knobs().layer_flops(length=length, d_model=d, num_heads=config.num_heads)
+        return Flops(dense=layers * (attention + mlp), attention_core=layers * core)
+    # DAMCHA's count is the model's, not the layer's: generators are shared across layers.
     core = 4 * length * length * d
-    if config.attention == "mha":
-        attention = 8 * length * d * d
-    else:
-        projections = 4 * length * d * d if config.metric_mode == "rowsum" else 8 * length * d * d
-        attention = projections + _metric_application_flops(config, length)
-    generators = 0
-    if config.is_damcha:
-        chunked = config.causal and config.generator_depth > 0
-        contexts = chunk_count(length, config.metric_chunk) if chunked else 1
-        groups = math.ceil(layers / config.layers_per_generator)
-        generators = groups * _generator_flops(config, contexts)
+    projections = 4 * length * d * d if config.metric_mode == "rowsum" else 8 * length * d * d
+    attention = projections + _metric_application_flops(config, length)
+    chunked = config.causal and config.generator_depth > 0
+    contexts = chunk_count(length, config.metric_chunk) if chunked else 1
+    groups = math.ceil(layers / config.layers_per_generator)
+    generators = groups * _generator_flops(config, contexts)
     return Flops(dense=layers * (attention + mlp) + generators, attention_core=layers * core)
 
 

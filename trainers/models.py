@@ -8,16 +8,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from trainers.attention import DAMCHA, DAMCHAKnobs, Metric, build_attention
+from trainers.attention import DAMCHA, Metric, build_attention
 from trainers.config import ModelConfig
 
 
 def _attention_arguments(config: ModelConfig, *, own_generator: bool) -> dict:
     """Keyword arguments of the config's attention layer: its family's layer knobs, causality, dropout."""
-    knobs = config.attention_knobs()
-    arguments: dict = {"causal": config.causal, "dropout": config.dropout}
-    if isinstance(knobs, DAMCHAKnobs):
-        arguments |= knobs.layer_arguments() | {"own_generator": own_generator}
+    arguments: dict = {"causal": config.causal, "dropout": config.dropout} | config.attention_knobs().layer_arguments()
+    if config.is_damcha:
+        arguments["own_generator"] = own_generator
     return arguments
 
 

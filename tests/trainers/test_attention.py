@@ -154,7 +154,10 @@ def test_layer_without_generator_needs_a_metric() -> None:
 def test_registry_builds_by_name_and_suggests_close_names() -> None:
     assert isinstance(build_attention("mha", D, H), MultiHeadAttention)
     assert isinstance(build_attention("damcha", D, H, metric_rank=2, generator_depth=1, generator_width=4), DAMCHA)
-    with pytest.raises(UnknownNameError, match=r"did you mean 'damcha'\? available: damcha, damcha_explicit, mha"):
+    with pytest.raises(
+        UnknownNameError,
+        match=r"did you mean 'damcha', 'dcmha'\? available: colmha, damcha, damcha_explicit, dcmha, mha, mma, moa, tha",
+    ):
         build_attention("damch", D, H)
 
 

@@ -34,6 +34,17 @@ CONFIGS = (
         for mode, rank, chunk in itertools.product(("cross", "rowsum"), (4, "full"), (1, 5, 8))
     ]
     + [dict(architecture=architecture, **authors_knobs((24, 48))) for architecture in ("encoder", "decoder")]
+    + [  # the cross-head baselines, their own knobs away from the defaults
+        dict(architecture=architecture, attention=name, **knobs)
+        for architecture in ("encoder", "pair", "decoder")
+        for name, knobs in (
+            ("tha", {}),
+            ("dcmha", {"router_rank": 8}),
+            ("colmha", {}),
+            ("mma", {"local_window": 4}),
+            ("moa", {"expert_factor": 4}),
+        )
+    ]
 )
 
 

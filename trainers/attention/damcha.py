@@ -13,9 +13,10 @@ from typing import ClassVar, Literal
 
 from torch import Tensor, nn
 
+from trainers.attention.family import AttentionKnobs
 from trainers.attention.metric import Metric, MetricGenerator, Rank, sequence_context
 from trainers.attention.sdpa import check_heads, fused_attention, merge_heads, split_heads
-from trainers.knobs import knob, knob_fields, spec_of
+from trainers.knobs import knob
 
 MetricForm = Literal["bilinear", "mahalanobis"]
 MetricMode = Literal["cross", "rowsum"]
@@ -60,7 +61,7 @@ def _is_integer(value: object) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DAMCHAKnobs:
+class DAMCHAKnobs(AttentionKnobs):
     """DAMCHA's knobs, declared once: the layer's keyword arguments and the model's ``sharing``.
 
     Every knob's domain here is the widest a study may search; ``check`` says which values
@@ -76,7 +77,7 @@ class DAMCHAKnobs:
     )
     metric_chunk: int = knob(
         DEFAULT_METRIC_CHUNK,
-        choices=(1, 16, 64, 256),
+        choices=(1, 4, 8, 16, 64, 256),
         help="causal models: positions per generated metric (1 = one per position)",
     )
     sharing: str = knob("layer", choices=SHARINGS, help="consecutive layers sharing one generator", layer_argument=False)
@@ -134,10 +135,6 @@ class DAMCHAKnobs:
         if isinstance(self.generator_width, tuple | list):
             return tuple(self.generator_width)
         return (self.generator_width,) * self.generator_depth
-
-    def layer_arguments(self) -> dict[str, object]:
-        """The knobs the ``DAMCHA`` constructor takes, by name."""
-        return {f.name: getattr(self, f.name) for f in knob_fields(self) if spec_of(f).layer_argument}
 
 
 class DAMCHA(nn.Module):

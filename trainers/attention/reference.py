@@ -14,7 +14,6 @@ from torch import Tensor, nn
 
 from trainers.attention.damcha import DAMCHA
 from trainers.attention.metric import Metric
-from trainers.attention.mha import MultiHeadAttention
 from trainers.attention.sdpa import explicit_attention, merge_heads, split_heads
 
 
@@ -70,7 +69,7 @@ def reference_attention(
     """Explicit-softmax forward of an attention layer, with its weights.
 
     Args:
-        attn: A ``MultiHeadAttention`` or ``DAMCHA`` layer (dropout is not applied).
+        attn: A layer of ``trainers.attention.ATTENTION`` (dropout is not applied).
         x: (B, T, D).
         padding_mask: (B, T) bool, True = real token.
         metric: For DAMCHA, a precomputed metric; generated from ``x`` when None (a
@@ -82,16 +81,14 @@ def reference_attention(
     Raises:
         TypeError: ``attn`` is not an attention layer of this package.
     """
+    if not isinstance(attn, DAMCHA):
+        if not hasattr(attn, "explicit"):
+            raise TypeError(f"no reference implementation for {type(attn).__name__}")
+        return attn.explicit(x, padding_mask)  # each other family states its own
+    if metric is None:  # every entry of a full-rank metric: the fused rowsum path sums weights first
+        metric = attn.generate_metric(x, padding_mask, dense=True)
+    scores, v = _damcha_scores(attn, x, metric)
     head_width = attn.d_model // attn.num_heads
-    if isinstance(attn, MultiHeadAttention):
-        q, k, v = (split_heads(t, attn.num_heads) for t in attn.project(x))
-        scores = q @ k.transpose(-1, -2)  # (B, H, T, T)
-    elif isinstance(attn, DAMCHA):
-        if metric is None:  # every entry of a full-rank metric: the fused rowsum path sums weights first
-            metric = attn.generate_metric(x, padding_mask, dense=True)
-        scores, v = _damcha_scores(attn, x, metric)
-    else:
-        raise TypeError(f"no reference implementation for {type(attn).__name__}")
     out = explicit_attention(scores / math.sqrt(head_width), v, padding_mask, causal=attn.causal)
     return attn.out_proj(merge_heads(out))
 

@@ -66,21 +66,44 @@ def fused_attention(
     *,
     causal: bool,
     dropout_p: float = 0.0,
+    scale: float | None = None,
 ) -> Tensor:
     """Scaled dot-product attention through the fused SDPA kernel.
 
     Args:
-        q, k, v: (B, H, T, d).
+        q, k: (B, H, T, e); v: (B, H, T, e) too (the CPU and FlashAttention kernels
+            need equal query and value widths).
         padding_mask: (B, T) bool, True = real token, or None.
         causal: Causal masking.
         dropout_p: Attention dropout (pass 0.0 in eval mode).
+        scale: Score scale; None is 1/√e.
 
     Returns:
-        (B, H, T, d).
+        (B, H, T, e).
     """
     mask = attention_mask(padding_mask, q.shape[-2], causal)
     is_causal = causal and mask is None
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+
+
+def masked_softmax(scores: Tensor, padding_mask: Tensor | None, *, causal: bool) -> Tensor:
+    """Attention weights from materialised, already scaled scores.
+
+    Args:
+        scores: (B, H, T, T) scaled logits.
+        padding_mask: (B, T) bool, True = real token, or None.
+        causal: Causal masking.
+
+    Returns:
+        (B, H, T, T), each row summing to 1 over the keys it may see.
+    """
+    length = scores.shape[-1]
+    mask = attention_mask(padding_mask, length, causal)
+    if mask is None and causal:
+        mask = torch.ones(length, length, dtype=torch.bool, device=scores.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1)
 
 
 def explicit_attention(scores: Tensor, v: Tensor, padding_mask: Tensor | None, *, causal: bool) -> Tensor:
@@ -95,10 +118,4 @@ def explicit_attention(scores: Tensor, v: Tensor, padding_mask: Tensor | None, *
     Returns:
         (B, H, T, d).
     """
-    length = scores.shape[-1]
-    mask = attention_mask(padding_mask, length, causal)
-    if mask is None and causal:
-        mask = torch.ones(length, length, dtype=torch.bool, device=scores.device).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1) @ v  # (B, H, T, d)
+    return masked_softmax(scores, padding_mask, causal=causal) @ v  # (B, H, T, d)
