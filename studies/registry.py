@@ -14,7 +14,8 @@ from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Domain, SearchSpace, Value
 from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from trainers.data.listops import ListOpsSpec
-from trainers.data.tasks import listops_generated
+from trainers.data.recall import RecallSpec
+from trainers.data.tasks import listops_generated, recall
 from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.train import TrainConfig
 
@@ -37,6 +38,33 @@ class ListOpsTask:
     def describe(self) -> dict[str, Any]:
         """Plain data naming the task and every parameter of its data."""
         return {"task": self.name, **asdict(self.spec)}
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """Multi-query associative recall (Zoology's MQAR, ``trainers.data.recall``): a causal
+    decoder predicts each queried key's value; accuracy is over the queried positions."""
+
+    spec: RecallSpec
+    val_examples: int
+    name: str = "mqar"
+
+    def model_fields(self) -> dict[str, Any]:
+        """The ``ModelConfig`` fields the task fixes."""
+        return {
+            "vocab_size": self.spec.vocab_size,
+            "num_classes": self.spec.vocab_size,  # unused by the decoder, which predicts tokens
+            "max_length": self.spec.seq_len,
+            "architecture": "decoder",
+        }
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
+        """The splits, built once and then memory-mapped from the cache."""
+        return recall(self.spec, val_examples=self.val_examples, cache_dir=cache_dir)
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data naming the task and every parameter of its data."""
+        return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples}
 
 
 @dataclass(frozen=True)
@@ -67,7 +95,7 @@ class Preset:
 
     name: str
     description: str
-    task: ListOpsTask
+    task: ListOpsTask | RecallTask
     train: TrainConfig
     fixed: Mapping[str, Value]
     domains: Mapping[str, Domain]
@@ -138,13 +166,44 @@ class Study:
         return f"{self.name}-{preset}-v{self.version}"
 
     def space_for(self, preset: Preset) -> SearchSpace:
-        """The search space narrowed to a preset's domains."""
-        return self.space.narrowed(preset.domains)
+        """The search space narrowed to the families' values of the knobs every family sets
+        (``attention``: the study's families, not every registered one), then to a preset's domains."""
+        return self.space.narrowed(self._family_domains() | dict(preset.domains))
+
+    def _family_domains(self) -> dict[str, Domain]:
+        """Each knob that every family sets, as a choice of the values they set, in its domain's order.
+
+        The order (and so the store's recorded distribution) stays that of the full domain,
+        so that a study's stores keep resuming when the registry gains a family.
+        """
+        shared = set.intersection(*(set(family.values) for family in self.families))
+        domains: dict[str, Domain] = {}
+        for name in shared:
+            domain = self.space.knobs[name].domain
+            if isinstance(domain, Choice):
+                values = {family.values[name] for family in self.families}
+                domains[name] = Choice(tuple(value for value in domain.values if value in values))
+        return domains
 
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""
         return {name for family in self.families for name in family.values}
 
+
+ACCURACY_AND_FLOPS = (Objective("val_accuracy", "maximize"), Objective("flops_per_example", "minimize"))
+MHA = Family("MHA", {"attention": "mha"}, baseline=True)
+DAMCHA_FAMILIES = (
+    Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
+    Family("DAMCHA (cross)", {"attention": "damcha", "metric_mode": "cross"}),
+)
+# The cross-head mechanisms the DAMCHA paper compares against (``trainers.attention``).
+CROSS_HEAD_FAMILIES = (
+    Family("Talking-Heads", {"attention": "tha"}),
+    Family("DCMHA", {"attention": "dcmha"}),
+    Family("Collaborative MHA", {"attention": "colmha"}),
+    Family("Mixed MHA", {"attention": "mma"}),
+    Family("MoA", {"attention": "moa"}),
+)
 
 LRA_SHARING = Study(
     name="lra_sharing",
@@ -160,12 +219,8 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
         searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
         rules=RULES,
     ),
-    objectives=(Objective("val_accuracy", "maximize"), Objective("flops_per_example", "minimize")),
-    families=(
-        Family("MHA", {"attention": "mha"}, baseline=True),
-        Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
-        Family("DAMCHA (cross)", {"attention": "damcha", "metric_mode": "cross"}),
-    ),
+    objectives=ACCURACY_AND_FLOPS,
+    families=(MHA, *DAMCHA_FAMILIES),
     version=2,  # v2: three families sharing the budget evenly (v1: four MHA grid points and DAMCHA cross alone)
     presets={
         preset.name: preset
@@ -237,7 +292,113 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
     },
 )
 
-STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING,)}
+CROSS_HEAD = Study(
+    name="cross_head",
+    summary="MQAR: DAMCHA against MHA and five other cross-head mechanisms, per FLOP",
+    doc="""Does DAMCHA recall more key-value pairs for its forward FLOPs than multi-head attention
+and the cross-head mechanisms the paper compares against (Talking-Heads, DCMHA,
+collaborative, mixed and mixture-of-heads attention), each searched over the same widths
+and head counts with an equal share of the budget, on multi-query associative recall?
+
+    python -m studies.run cross_head --preset quick
+""",
+    space=SearchSpace(
+        knobs=KNOBS,
+        searched=(
+            "attention",
+            "metric_mode",
+            "d_model",
+            "num_heads",
+            "metric_rank",
+            "generator_depth",
+            "router_rank",
+            "local_window",
+            "expert_factor",
+        ),
+        rules=RULES,
+    ),
+    objectives=ACCURACY_AND_FLOPS,
+    families=(MHA, *DAMCHA_FAMILIES, *CROSS_HEAD_FAMILIES),
+    presets={
+        preset.name: preset
+        for preset in (
+            Preset(
+                name="smoke",
+                description="a whole study of the eight families in about a minute on 2 CPU cores (what the tests run)",
+                task=RecallTask(RecallSpec(seed=0, vocab_size=16, seq_len=16, num_pairs=2, num_examples=256), val_examples=64),
+                train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=3e-3),
+                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 4},
+                domains={
+                    "d_model": Choice((32,)),
+                    "num_heads": Choice((2, 4)),
+                    "metric_rank": Choice((4,)),
+                    "generator_depth": Choice((0, 1)),
+                    "router_rank": Choice((2,)),
+                    "local_window": Choice((4,)),
+                    "expert_factor": Choice((2,)),
+                },
+                trials=8,
+                grace_steps=40,  # = steps: no early stopping (one trial per family; MQAR accuracy jumps late)
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="quick",
+                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 15 minutes, seed repeats included",
+                task=RecallTask(
+                    RecallSpec(seed=0, vocab_size=64, seq_len=32, num_pairs=4, num_examples=16_000), val_examples=500
+                ),
+                train=TrainConfig(steps=2000, batch_size=64, warmup_steps=200, eval_every=500, learning_rate=3e-3),
+                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
+                domains={
+                    "d_model": Choice((32,)),
+                    "num_heads": Choice((2, 4)),
+                    "metric_rank": Choice((4, 8)),
+                    "generator_depth": Choice((0, 1)),
+                    "router_rank": Choice((2, 4)),
+                    "local_window": Choice((4, 8)),
+                    "expert_factor": Choice((2,)),
+                },
+                trials=16,
+                grace_steps=2000,  # = steps: no early stopping (two trials per family; MQAR accuracy jumps late)
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="full",
+                description="Zoology-scale MQAR (32 pairs in 256 tokens, vocabulary 8192) on a GPU cluster, hundreds of trials",
+                task=RecallTask(
+                    RecallSpec(seed=0, vocab_size=8192, seq_len=256, num_pairs=32, num_examples=100_000), val_examples=3000
+                ),
+                train=TrainConfig(
+                    steps=20_000,
+                    batch_size=64,
+                    warmup_steps=1000,
+                    eval_every=1000,
+                    learning_rate=1e-3,
+                    weight_decay=0.1,
+                    precision="bf16",
+                    compile=True,
+                ),
+                fixed={"num_layers": 2, "mlp_width": 512, "metric_chunk": 64},
+                domains={
+                    "d_model": Choice((64, 128, 256)),
+                    "num_heads": Choice((2, 4, 8, 16)),
+                    "metric_rank": Choice((8, 16, 32, 64)),
+                    "generator_depth": Choice((0, 1, 2)),
+                    "router_rank": Choice((4, 8, 16)),
+                    "local_window": Choice((8, 16, 32, 64)),
+                    "expert_factor": Choice((1, 2, 4)),
+                },
+                trials=320,
+                cpus_per_trial=4,
+                gpus_per_trial=1,
+                grace_steps=10_000,
+                repeat_seeds=5,
+            ),
+        )
+    },
+)
+
+STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD)}
 
 
 def get_study(name: str) -> Study:

@@ -52,7 +52,7 @@ def test_repeats_of_a_configuration_are_one_row_with_an_interval() -> None:
 
 
 def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
-    clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.41, 0.39)])
+    clear = frame([("mha", 0, a, 100) for a in (0.30, 0.31, 0.29)] + [("damcha", 4, a, 90) for a in (0.40, 0.415, 0.385)])
     answer = headline(configurations(clear, ["attention", "metric_rank"]))
     assert "gains 10.0 accuracy points" in answer.sentence and ": significant)" in answer.sentence
     assert "paired t-test over 2 fresh seeds both trained on" in answer.sentence
@@ -63,10 +63,26 @@ def test_headline_is_significant_only_when_the_interval_excludes_zero() -> None:
     assert "not significant" in headline(configurations(noisy, ["attention", "metric_rank"])).sentence
 
 
-def test_headline_ignores_damcha_that_costs_more_than_the_best_mha() -> None:
-    dear = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.50, 150)])
-    assert headline(configurations(dear, ["attention", "metric_rank"])).sentence.startswith(
-        "No DAMCHA configuration completed at or below"
+def test_seeds_that_do_not_vary_establish_nothing() -> None:
+    """Two fresh seeds with the same difference give a zero-width interval: not a significant result."""
+    flat = frame([("mha", 0, a, 100) for a in (0.30, 0.30, 0.40)] + [("damcha", 4, a, 90) for a in (0.30, 0.29, 0.39)])
+    sentence = headline(configurations(flat, ["attention", "metric_rank"])).sentence
+    assert (
+        "paired t-test over 2 fresh seeds both trained on is undefined, the seeds not varying at all: not established" in sentence
+    )
+    assert ": significant" not in sentence
+
+
+def test_headline_compares_a_family_dearer_than_the_best_mha_at_its_own_cost_and_says_so() -> None:
+    dear = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.50, 150), ("damcha", 8, 0.60, 200)])
+    sentence = headline(configurations(dear, ["attention", "metric_rank"])).sentence
+    assert sentence.startswith(
+        "No DAMCHA configuration completed at or below the best MHA's 100 FLOPs per example; "
+        "its best (2.00× those FLOPs) gains 30.0 accuracy points against the best MHA (60.0% vs 30.0%"
+    )
+    cheaper = frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.40, 90), ("damcha", 8, 0.60, 200)])
+    assert headline(configurations(cheaper, ["attention", "metric_rank"])).sentence.startswith(
+        "The best DAMCHA at ≤ MHA's FLOPs (0.90× its FLOPs) gains 10.0 accuracy points"
     )
 
 
