@@ -1,12 +1,14 @@
 """Attention layer benchmark: forward + backward time and peak memory, ratios to MHA.
 
-Every variant and the explicit-score reference run side by side in one process, their
-timed repetitions interleaved so that machine noise hits all of them alike. On a CUDA
-GPU the layers run in bf16 autocast and the SDPA kernel that ran is reported.
+Every variant (DAMCHA's and the cross-head baselines', each fused and explicit) runs side
+by side in one process, their timed repetitions interleaved so that machine noise hits
+all of them alike. On a CUDA GPU the layers run in bf16 autocast and the SDPA kernel that
+ran is reported.
 
     python -m benchmarks.attention                       # T = 256, 1024, 4096; D=256, H=8
     python -m benchmarks.attention --lengths 1024 --reps 9
     python -m benchmarks.attention --causal --lengths 1024 4096   # causal targets, met or missed
+    python -m benchmarks.attention --only tha dcmha colmha mma moa --lengths 1024 4096
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from trainers.attention import DAMCHA, MultiHeadAttention, reference_attention
+from trainers.attention import CROSS_HEAD_BASELINES, DAMCHA, MultiHeadAttention, build_attention, reference_attention
 from trainers.costs import attention_kernels, device_name, interleaved_seconds, peak_memory
 
 
@@ -41,7 +43,8 @@ class Variant:
 
 
 def variants(d_model: int, heads: int, width: int, *, causal: bool) -> list[Variant]:
-    """MHA, DAMCHA over ranks, depths, forms and modes, and the explicit reference.
+    """MHA, DAMCHA over ranks, depths, forms and modes, its explicit reference, and each
+    cross-head baseline at its default knobs, fused and explicit.
 
     Causal: the layer defaults (one metric per ``DEFAULT_METRIC_CHUNK`` positions) beside
     one metric per position (``metric_chunk=1``).
@@ -71,6 +74,9 @@ def variants(d_model: int, heads: int, width: int, *, causal: bool) -> list[Vari
         rows.append(Variant("damcha r16 g2 rowsum", damcha(metric_mode="rowsum")))
         rows.append(Variant("damcha full g2 rowsum", damcha(metric_mode="rowsum", metric_rank="full")))
     rows.append(Variant("explicit damcha r16 g2", damcha(), explicit=True))
+    for name in CROSS_HEAD_BASELINES:
+        layer = build_attention(name, d_model, heads, causal=causal)
+        rows += [Variant(name, layer), Variant(f"explicit {name}", layer, explicit=True)]
     return rows
 
 
@@ -98,11 +104,29 @@ def causal_targets(length: int, seconds: dict[str, float], memory: dict[str, int
     return lines
 
 
-def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, tokens: int, reps: int, causal: bool) -> None:
-    """Print one table per sequence length (and, causal, how the targets came out)."""
+def benchmark(
+    lengths: list[int],
+    *,
+    d_model: int,
+    heads: int,
+    width: int,
+    tokens: int,
+    reps: int,
+    causal: bool,
+    only: list[str] | None = None,
+) -> None:
+    """Print one table per sequence length (and, causal, how the targets came out).
+
+    Args:
+        only: Keep the rows whose name contains one of these words (MHA, the reference, always).
+    """
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    rows = variants(d_model, heads, width, causal=causal)
+    rows = [
+        row
+        for row in variants(d_model, heads, width, causal=causal)
+        if row.name == "mha" or not only or any(word in row.name.split() for word in only)
+    ]
     for row in rows:
         row.layer.to(device)
     print(
@@ -133,7 +157,7 @@ def benchmark(lengths: list[int], *, d_model: int, heads: int, width: int, token
                 f"{row.name:<30}{seconds[row.name] * 1e3:>10.1f}{seconds[row.name] / seconds['mha']:>8.2f}"
                 f"{memory[row.name] / 2**20:>10.1f}{memory[row.name] / base_memory:>8.2f}  {kernels[row.name]}"
             )
-        if causal:
+        if causal and not only:
             print("\n".join(causal_targets(length, seconds, memory)))
 
 
@@ -150,6 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions per variant (default: 5)")
     parser.add_argument("--causal", action="store_true", help="causal layers: the chunked metric against one per position")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument(
+        "--only", nargs="+", metavar="WORD", help="rows whose name has one of these words, e.g. tha moa damcha (MHA always)"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -162,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         tokens=args.tokens,
         reps=args.reps,
         causal=args.causal,
+        only=args.only,
     )
 
 

@@ -25,9 +25,22 @@ def test_attention_benchmark_prints_a_row_per_variant() -> None:
     lines = result.stdout.splitlines()
     table = lines[lines.index("T=32, batch 2") + 2 :]
     assert [line.split()[0] for line in table][:2] == ["mha", "damcha"]
-    assert len(table) == 11
+    assert len(table) == 11 + 2 * 5  # MHA, DAMCHA's rows, and each cross-head baseline fused and explicit
     assert table[0].split()[2] == "1.00"  # MHA against itself
     assert "flash_attention_for_cpu" in table[1] and table[-1].endswith("explicit")
+
+
+def test_attention_benchmark_keeps_only_the_rows_asked_for() -> None:
+    result = run_benchmark(
+        "benchmarks.attention",
+        *("--lengths", "32", "--d-model", "64", "--heads", "4", "--reps", "1", "--tokens", "64", "--only", "tha", "moa"),
+        timeout=120,
+    )
+    lines = result.stdout.splitlines()
+    table = lines[lines.index("T=32, batch 2") + 2 :]
+    assert [line[:30].strip() for line in table] == ["mha", "tha", "explicit tha", "moa", "explicit moa"]
+    assert all("flash_attention_for_cpu" in line for line in (table[1], table[3]))
+    assert table[2].endswith("explicit") and table[4].endswith("explicit")
 
 
 def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> None:
@@ -60,7 +73,9 @@ def test_causal_attention_benchmark_compares_chunks_and_states_its_targets() -> 
         "damcha full g2 rowsum chunk 1",
         "explicit damcha r16 g2",
     ]
-    verdicts = lines[start + 9 :]
+    baselines = [line[:30].strip() for line in lines[start + 9 : start + 19]]
+    assert baselines == [row for name in ("tha", "dcmha", "colmha", "mma", "moa") for row in (name, f"explicit {name}")]
+    verdicts = lines[start + 19 :]
     assert len(verdicts) == 3 and all(line.endswith((": met", ": MISSED")) for line in verdicts[:2])
     assert "explicit-score form" in verdicts[2]
 

@@ -23,15 +23,7 @@ class DCMHAKnobs(AttentionKnobs):
 
     router_rank: int = knob(4, choices=(2, 4, 8, 16, 32), help="DCMHA: hidden width of the per-query head-composition router")
 
-    def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
-        """Check the heads and ``router_rank`` (an integer >= 1).
-
-        Raises:
-            ValueError: naming the knob, its value and what is allowed.
-        """
-        super().check(d_model=d_model, num_heads=num_heads, num_layers=num_layers)
-        if isinstance(self.router_rank, bool) or not isinstance(self.router_rank, int) or self.router_rank < 1:
-            raise ValueError(f"router_rank={self.router_rank!r} must be an integer >= 1")
+    POSITIVE_INTEGERS: ClassVar[tuple[str, ...]] = ("router_rank",)
 
     def layer_flops(self, *, length: int, d_model: int, num_heads: int) -> tuple[int, int]:
         """MHA's projections, the router ``D → r → H²`` and the gate ``D → H``; the core runs

@@ -4,6 +4,7 @@ keyword arguments, and the layer's analytic FLOPs (beside the math they count)."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainers.attention.sdpa import check_heads
 from trainers.knobs import knob_fields, spec_of
@@ -12,10 +13,17 @@ from trainers.knobs import knob_fields, spec_of
 @dataclass(frozen=True, kw_only=True)
 class AttentionKnobs:
     """Base of a family's knobs dataclass (``MHAKnobs``, ``DAMCHAKnobs``, the cross-head
-    baselines' ``THAKnobs`` ...). Its knob fields are declared with ``trainers.knobs.knob``."""
+    baselines' ``THAKnobs`` ...). Its knob fields are declared with ``trainers.knobs.knob``.
+
+    Attributes:
+        POSITIVE_INTEGERS: The knobs whose values must be integers >= 1.
+    """
+
+    POSITIVE_INTEGERS: ClassVar[tuple[str, ...]] = ()
 
     def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
-        """Check the knobs against the model's shape (here: the heads split ``d_model``).
+        """Check the knobs against the model's shape: the heads split ``d_model``, and each of
+        ``POSITIVE_INTEGERS`` is an integer >= 1.
 
         Args:
             d_model: Model width.
@@ -26,6 +34,10 @@ class AttentionKnobs:
             ValueError: naming the knob, its value and what is allowed.
         """
         check_heads(d_model, num_heads)
+        for name in self.POSITIVE_INTEGERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be an integer >= 1")
 
     def layer_arguments(self) -> dict[str, object]:
         """The knobs the family's layer constructor takes, by name."""

@@ -33,15 +33,7 @@ class MMAKnobs(AttentionKnobs):
         8, choices=(2, 4, 8, 16, 32, 64, 128), help="mixed MHA: positions a local head sees on each side, itself included"
     )
 
-    def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
-        """Check the heads and ``local_window`` (an integer >= 1).
-
-        Raises:
-            ValueError: naming the knob, its value and what is allowed.
-        """
-        super().check(d_model=d_model, num_heads=num_heads, num_layers=num_layers)
-        if isinstance(self.local_window, bool) or not isinstance(self.local_window, int) or self.local_window < 1:
-            raise ValueError(f"local_window={self.local_window!r} must be an integer >= 1")
+    POSITIVE_INTEGERS: ClassVar[tuple[str, ...]] = ("local_window",)
 
     def layer_flops(self, *, length: int, d_model: int, num_heads: int) -> tuple[int, int]:
         """MHA's: the roles only mask (each role's SDPA call is counted over its full T×T)."""

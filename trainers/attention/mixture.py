@@ -25,15 +25,7 @@ class MoAKnobs(AttentionKnobs):
         2, choices=(1, 2, 4), help="MoA: experts per head (E = factor x heads single-head experts; each token uses H)"
     )
 
-    def check(self, *, d_model: int, num_heads: int, num_layers: int | None = None) -> None:
-        """Check the heads and ``expert_factor`` (an integer >= 1).
-
-        Raises:
-            ValueError: naming the knob, its value and what is allowed.
-        """
-        super().check(d_model=d_model, num_heads=num_heads, num_layers=num_layers)
-        if isinstance(self.expert_factor, bool) or not isinstance(self.expert_factor, int) or self.expert_factor < 1:
-            raise ValueError(f"expert_factor={self.expert_factor!r} must be an integer >= 1")
+    POSITIVE_INTEGERS: ClassVar[tuple[str, ...]] = ("expert_factor",)
 
     def layer_flops(self, *, length: int, d_model: int, num_heads: int) -> tuple[int, int]:
         """Every expert's Q, K, V and output projection (E·d = factor·D wide), the router
