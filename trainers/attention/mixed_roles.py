@@ -5,7 +5,8 @@ Head h has role ``ROLES[h % 4]``. Bidirectional: ``global`` sees every position,
 ``backward`` the present and future. Causal: every role sees the past and present only
 (``local`` within the window), so ``backward`` heads become ``forward`` ones. (The DAMCHA
 authors' causal decoder lets its backward heads see the future.) Fused: one SDPA call per
-role on its heads, with the role's mask.
+role on its heads. Only ``local`` needs a T×T mask: ``global`` and ``forward`` are plain
+or causal attention, ``backward`` is causal attention on the time-reversed sequence.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from trainers.attention.family import AttentionKnobs
 from trainers.attention.mha import MultiHeadAttention
-from trainers.attention.sdpa import merge_heads, split_heads
+from trainers.attention.sdpa import fused_attention, merge_heads, split_heads
 from trainers.knobs import knob
 
 ROLES: tuple[str, ...] = ("global", "local", "forward", "backward")
@@ -81,20 +82,27 @@ class MixedRoleAttention(MultiHeadAttention):
     def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """Attend: (B, T, D) -> (B, T, D) (``padding_mask``: (B, T) bool, True = real token)."""
         q, k, v = (split_heads(t, self.num_heads) for t in self.project(x))  # (B, H, T, d) each
-        length, roles = x.shape[1], len(ROLES)
+        roles = len(ROLES)
         outputs, order = [], []
         for index, role in enumerate(ROLES[: self.num_heads]):
             heads = slice(index, None, roles)  # this role's heads: index, index + 4, ...
-            mask = self.mask(role, length, padding_mask, x.device)
-            outputs.append(
-                F.scaled_dot_product_attention(
-                    q[:, heads], k[:, heads], v[:, heads], attn_mask=mask, dropout_p=self.attention_dropout()
-                )
-            )
+            outputs.append(self._attend(role, q[:, heads], k[:, heads], v[:, heads], padding_mask))
             order.extend(range(self.num_heads)[heads])
         by_role = torch.cat(outputs, dim=1)  # (B, H, T, d), heads in role order
         out = by_role[:, torch.tensor(order, device=x.device).argsort()]  # (B, H, T, d), heads in their own order
         return self.out_proj(merge_heads(out))  # (B, T, D)
+
+    def _attend(self, role: str, q: Tensor, k: Tensor, v: Tensor, padding_mask: Tensor | None) -> Tensor:
+        """One role's heads, (B, h, T, d) each -> (B, h, T, d), on the fused kernel."""
+        dropout_p = self.attention_dropout()
+        if role == "local":  # a band: the one role that needs its own T×T mask
+            mask = self.mask(role, q.shape[-2], padding_mask, q.device)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        if role == "backward" and not self.causal:  # the present and future: causal on the reversed sequence
+            reversed_mask = None if padding_mask is None else padding_mask.flip(-1)
+            flipped = (t.flip(-2) for t in (q, k, v))
+            return fused_attention(*flipped, reversed_mask, causal=True, dropout_p=dropout_p).flip(-2)
+        return fused_attention(q, k, v, padding_mask, causal=self.causal or role == "forward", dropout_p=dropout_p)
 
     def explicit(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """Materialised (B, H, T, T) scores, each head masked by its role."""
