@@ -3,76 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Literal
-
-import datasets
+from dataclasses import dataclass
 
 from naming import lookup
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Domain, SearchSpace, Value
-from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
+from studies.tasks import ACCURACY, TASKS, ListOpsTask, Objective, RecallTask, Task
 from trainers.data.listops import ListOpsSpec
 from trainers.data.recall import RecallSpec
-from trainers.data.tasks import listops_generated, recall
-from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.train import TrainConfig
-
-
-@dataclass(frozen=True)
-class ListOpsTask:
-    """Generated ListOps at one size (``trainers.data.listops``)."""
-
-    spec: ListOpsSpec
-    name: str = "listops"
-
-    def model_fields(self) -> dict[str, Any]:
-        """The ``ModelConfig`` fields the task fixes."""
-        return {"vocab_size": len(LISTOPS_VOCABULARY), "num_classes": LISTOPS_CLASSES, "max_length": self.spec.max_length}
-
-    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
-        """The splits, built once and then memory-mapped from the cache."""
-        return listops_generated(self.spec, cache_dir=cache_dir)
-
-    def describe(self) -> dict[str, Any]:
-        """Plain data naming the task and every parameter of its data."""
-        return {"task": self.name, **asdict(self.spec)}
-
-
-@dataclass(frozen=True)
-class RecallTask:
-    """Multi-query associative recall (Zoology's MQAR, ``trainers.data.recall``): a causal
-    decoder predicts each queried key's value; accuracy is over the queried positions."""
-
-    spec: RecallSpec
-    val_examples: int
-    name: str = "mqar"
-
-    def model_fields(self) -> dict[str, Any]:
-        """The ``ModelConfig`` fields the task fixes."""
-        return {
-            "vocab_size": self.spec.vocab_size,
-            "num_classes": self.spec.vocab_size,  # unused by the decoder, which predicts tokens
-            "max_length": self.spec.seq_len,
-            "architecture": "decoder",
-        }
-
-    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
-        """The splits, built once and then memory-mapped from the cache."""
-        return recall(self.spec, val_examples=self.val_examples, cache_dir=cache_dir)
-
-    def describe(self) -> dict[str, Any]:
-        """Plain data naming the task and every parameter of its data."""
-        return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples}
-
-
-@dataclass(frozen=True)
-class Objective:
-    """A value every trial reports, and whether the study wants it large or small."""
-
-    metric: str
-    direction: Literal["maximize", "minimize"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +34,7 @@ class Preset:
 
     name: str
     description: str
-    task: ListOpsTask | RecallTask
+    task: Task
     train: TrainConfig
     fixed: Mapping[str, Value]
     domains: Mapping[str, Domain]
@@ -149,13 +88,25 @@ class Study:
     version: int = 1
 
     def __post_init__(self) -> None:
-        """A family may set only searched knobs, to values in their domains; exactly one is the baseline."""
+        """A family may set only searched knobs, to values in their domains; exactly one is the
+        baseline. Every preset trains on the same registered task, whose metric is the first objective."""
+        tasks = {preset.task.name for preset in self.presets.values()}
+        if len(tasks) != 1 or not tasks <= set(TASKS):
+            raise ValueError(f"study {self.name!r}: its presets must share one task of {', '.join(TASKS)}, not {sorted(tasks)}")
+        objective = next(iter(self.presets.values())).task.objective
+        if self.objectives[0] != objective:
+            raise ValueError(f"study {self.name!r}: its first objective must be its task's metric, {objective}")
         for family in self.families:
             for name, value in family.values.items():
                 if name not in self.space.searched or not self.space.knobs[name].domain.contains(value):
                     raise ValueError(f"study {self.name!r}, family {family.label!r}: {name}={value!r} is not a searched value")
         if sum(family.baseline for family in self.families) != 1:
             raise ValueError(f"study {self.name!r} needs exactly one baseline family")
+
+    @property
+    def task(self) -> str:
+        """The name of the task every preset trains on (a ``studies.tasks.TASKS`` key)."""
+        return next(iter(self.presets.values())).task.name
 
     def preset(self, name: str | None) -> Preset:
         """A preset by name (the default when None); unknown names suggest the closest."""
@@ -190,7 +141,7 @@ class Study:
         return {name for family in self.families for name in family.values}
 
 
-ACCURACY_AND_FLOPS = (Objective("val_accuracy", "maximize"), Objective("flops_per_example", "minimize"))
+ACCURACY_AND_FLOPS = (ACCURACY, Objective("flops_per_example", "minimize"))
 MHA = Family("MHA", {"attention": "mha"}, baseline=True)
 DAMCHA_FAMILIES = (
     Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
@@ -398,7 +349,84 @@ and head counts with an equal share of the budget, on multi-query associative re
     },
 )
 
-STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD)}
+RECALL_HEADS = Study(
+    name="recall_heads",
+    summary="MQAR: does cross-head mixing let fewer or narrower heads recall more pairs per FLOP than MHA",
+    doc="""Does DAMCHA's cross-head mixing let fewer or narrower heads recall more key-value pairs
+than multi-head attention at the same forward FLOPs, on multi-query associative recall?
+Both are searched over head count and width, DAMCHA also over metric rank, sharing and
+generator depth.
+
+    python -m studies.run recall_heads --preset quick
+""",
+    space=SearchSpace(
+        knobs=KNOBS,
+        searched=("attention", "metric_mode", "d_model", "num_heads", "metric_rank", "sharing", "generator_depth"),
+        rules=RULES,
+    ),
+    objectives=ACCURACY_AND_FLOPS,
+    families=(MHA, *DAMCHA_FAMILIES),
+    presets={
+        preset.name: preset
+        for preset in (
+            Preset(
+                name="smoke",
+                description="a whole study in about 20 s on 2 CPU cores (what the tests run)",
+                task=RecallTask(RecallSpec(seed=0, vocab_size=16, seq_len=16, num_pairs=2, num_examples=256), val_examples=64),
+                train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=3e-3),
+                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 4},
+                domains={
+                    "d_model": Choice((32,)),
+                    "num_heads": Choice((1, 2)),
+                    "metric_rank": Choice((4,)),
+                    "sharing": Choice(("layer", "stack")),
+                    "generator_depth": Choice((0, 1)),
+                },
+                trials=6,
+                grace_steps=40,  # = steps: no early stopping (MQAR accuracy jumps late)
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="quick",
+                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 15 minutes, seed repeats included",
+                task=CROSS_HEAD.preset("quick").task,
+                train=CROSS_HEAD.preset("quick").train,
+                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
+                domains={
+                    "d_model": Choice((32, 64)),
+                    "num_heads": Choice((1, 2, 4)),
+                    "metric_rank": Choice((4, 8, 16)),
+                    "sharing": Choice(("layer", "stack")),
+                    "generator_depth": Choice((0, 1)),
+                },
+                trials=12,
+                grace_steps=2000,  # = steps: no early stopping (MQAR accuracy jumps late)
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="full",
+                description="Zoology-scale MQAR (32 pairs in 256 tokens) on a GPU cluster, hundreds of trials",
+                task=CROSS_HEAD.preset("full").task,
+                train=CROSS_HEAD.preset("full").train,
+                fixed={"num_layers": 2, "mlp_width": 512, "metric_chunk": 64},
+                domains={
+                    "d_model": Choice((64, 128, 256)),
+                    "num_heads": Choice((1, 2, 4, 8, 16)),
+                    "metric_rank": Choice((8, 16, 32, 64)),
+                    "sharing": Choice(("layer", "stack")),
+                    "generator_depth": Choice((0, 1, 2)),
+                },
+                trials=240,
+                cpus_per_trial=4,
+                gpus_per_trial=1,
+                grace_steps=10_000,
+                repeat_seeds=5,
+            ),
+        )
+    },
+)
+
+STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD, RECALL_HEADS)}
 
 
 def get_study(name: str) -> Study:

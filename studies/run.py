@@ -20,6 +20,7 @@ from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
+from trainers.data.lra_files import DATA_DIR_VARIABLE
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -141,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch.compile every model, or not (default: the preset's; on for full only)",
     )
     parser.add_argument("--data-cache", type=Path, help="data cache directory (default: $DAMCHA_DATA_CACHE, else runs/data)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the unpacked lra_release directory, for studies of tasks that read the LRA release files "
+        f"(default: ${DATA_DIR_VARIABLE})",
+    )
     return parser
 
 
@@ -172,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh=args.fresh,
         fixed=dict(args.fix),
         cache_dir=args.data_cache,
+        data_dir=args.data_dir,
         repeat_seeds=args.repeat_seeds,
         precision=args.precision,
         compile=args.compile,

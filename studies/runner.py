@@ -43,10 +43,12 @@ from studies.progress import ProgressLine
 from studies.registry import Preset, Study
 from studies.sampler import sampler_for
 from studies.summary import summary
+from studies.tasks import Task
 from studies.trainable import run_trial
 from studies.tune_bridge import LedgerCallback, LedgerSearcher
 from studies.version import code_version
 from trainers.data.cache import default_cache_dir
+from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB
 
 
@@ -70,6 +72,7 @@ class RunOptions:
     fresh: bool = False
     fixed: dict[str, Value] = field(default_factory=dict)
     cache_dir: Path | None = None
+    data_dir: Path | None = None  # tasks that read files; None: $LRA_DATA_DIR
     repeat_seeds: int | None = None  # None: the preset's
     precision: str | None = None
     compile: bool | None = None
@@ -218,6 +221,7 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         preset = replace(preset, train=replace(preset.train, **overrides))  # trials record them in train_config
     except ValueError as error:
         raise StudyOptionError(str(error)) from None
+    preset = replace(preset, task=_task_with_files(preset.task, options.data_dir))
     space, fixed_others = pinned_space(study, preset, options.fixed)
     url = resolve_storage_url(options.storage)
     trials = options.trials if options.trials is not None else preset.trials
@@ -252,6 +256,23 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
     return CheckedRun(preset, space, fixed_others, url, trials, repeat_seeds, TrialResources(cpus, gpus, memory), overrides)
+
+
+def _task_with_files(task: Task, data_dir: Path | None) -> Task:
+    """The task reading ``data_dir`` (else ``$LRA_DATA_DIR``) when it reads files.
+
+    Raises:
+        StudyOptionError: ``--data-dir`` for a task that reads no files, or a file task
+            with neither (the message says where its files come from).
+    """
+    if not task.reads_files:
+        if data_dir is not None:
+            raise StudyOptionError(f"--data-dir: task {task.name!r} reads no files (it is generated); drop --data-dir")
+        return task
+    try:
+        return task.with_data_dir(data_dir)
+    except DataFileError as error:
+        raise StudyOptionError(f"{error} (or pass --data-dir)") from None
 
 
 def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
@@ -289,6 +310,10 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     out = out or sys.stdout
     run = check_options(study, options)
     preset = run.preset
+    try:  # built once here, before the store is touched; workers memory-map it
+        preset.task.load((options.cache_dir or default_cache_dir()).resolve())
+    except DataFileError as error:
+        raise StudyOptionError(str(error)) from None
     with single_writer(run.url):
         store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
@@ -299,7 +324,6 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
 
         cache_dir = (options.cache_dir or default_cache_dir()).resolve()
-        preset.task.load(cache_dir)  # built once here; workers memory-map it
         attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory

@@ -1,0 +1,189 @@
+"""Tasks as data: what a study trains on, the model fields it fixes, and the metric it reports.
+
+A task is a frozen dataclass with a ``name`` (its ``TASKS`` key), an ``objective`` (the
+metric every trial reports and its direction), ``model_fields()`` (vocabulary, classes,
+maximum length, architecture), ``load(cache_dir)`` (its splits, built once and then
+memory-mapped from the ``datasets`` cache) and ``describe()`` (plain data for the store).
+Tasks that read the Long Range Arena release files also take ``data_dir``
+(``--data-dir``, else ``$LRA_DATA_DIR``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+import datasets
+
+from trainers.data import tasks as loaders
+from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
+from trainers.data.listops import ListOpsSpec
+from trainers.data.lra_files import data_root
+from trainers.data.recall import RecallSpec
+from trainers.data.tokenize import BYTE_VOCAB_SIZE, LISTOPS_VOCABULARY, PIXEL_VOCAB_SIZE
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A value every trial reports, and whether the study wants it large or small."""
+
+    metric: str
+    direction: Literal["maximize", "minimize"]
+
+
+ACCURACY = Objective("val_accuracy", "maximize")
+
+
+class Task(Protocol):
+    """What a study trains on (see the module's docstring)."""
+
+    name: str
+    objective: ClassVar[Objective]
+    reads_files: ClassVar[bool]
+
+    def model_fields(self) -> dict[str, Any]: ...
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ListOpsTask:
+    """Generated ListOps at one size (``trainers.data.listops``)."""
+
+    spec: ListOpsSpec
+    name: str = "listops"
+    objective: ClassVar[Objective] = ACCURACY
+    reads_files: ClassVar[bool] = False
+
+    def model_fields(self) -> dict[str, Any]:
+        """The ``ModelConfig`` fields the task fixes."""
+        return {"vocab_size": len(LISTOPS_VOCABULARY), "num_classes": LISTOPS_CLASSES, "max_length": self.spec.max_length}
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
+        """The splits, built once and then memory-mapped from the cache."""
+        return loaders.listops_generated(self.spec, cache_dir=cache_dir)
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data naming the task and every parameter of its data."""
+        return {"task": self.name, **asdict(self.spec)}
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """Multi-query associative recall (Zoology's MQAR, ``trainers.data.recall``): a causal
+    decoder predicts each queried key's value; accuracy is over the queried positions."""
+
+    spec: RecallSpec
+    val_examples: int
+    name: str = "mqar"
+    objective: ClassVar[Objective] = ACCURACY
+    reads_files: ClassVar[bool] = False
+
+    def model_fields(self) -> dict[str, Any]:
+        """The ``ModelConfig`` fields the task fixes."""
+        return {
+            "vocab_size": self.spec.vocab_size,
+            "num_classes": self.spec.vocab_size,  # unused by the decoder, which predicts tokens
+            "max_length": self.spec.seq_len,
+            "architecture": "decoder",
+        }
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
+        """The splits, built once and then memory-mapped from the cache."""
+        return loaders.recall(self.spec, val_examples=self.val_examples, cache_dir=cache_dir)
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data naming the task and every parameter of its data."""
+        return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Long Range Arena task read from the release files.
+
+    Attributes:
+        loader: ``loader(data_dir, cache_dir=...)`` from ``trainers.data.tasks``.
+        model_fields: The ``ModelConfig`` fields the task fixes.
+    """
+
+    loader: Callable[..., datasets.DatasetDict]
+    model_fields: dict[str, Any]
+
+
+RELEASES: dict[str, Release] = {
+    "lra_listops": Release(
+        loaders.listops_release, {"vocab_size": len(LISTOPS_VOCABULARY), "num_classes": LISTOPS_CLASSES, "max_length": 2000}
+    ),
+    "lra_text": Release(
+        loaders.text_release, {"vocab_size": BYTE_VOCAB_SIZE, "num_classes": 2, "max_length": loaders.TEXT_MAX_LENGTH}
+    ),
+    "lra_retrieval": Release(
+        loaders.retrieval_release,
+        {
+            "vocab_size": BYTE_VOCAB_SIZE,
+            "num_classes": 2,
+            "max_length": loaders.RETRIEVAL_MAX_LENGTH,
+            "architecture": "pair",
+        },
+    ),
+    "lra_image": Release(loaders.image_release, {"vocab_size": PIXEL_VOCAB_SIZE, "num_classes": 10, "max_length": 1024}),
+    "lra_pathfinder": Release(loaders.pathfinder_release, {"vocab_size": PIXEL_VOCAB_SIZE, "num_classes": 2, "max_length": 1024}),
+}
+
+
+@dataclass(frozen=True)
+class ReleaseTask:
+    """A Long Range Arena task from the release files (``RELEASES``), as LRA defines its splits.
+
+    Attributes:
+        name: A key of ``RELEASES``.
+        data_dir: The unpacked ``lra_release`` directory; None: ``$LRA_DATA_DIR``.
+    """
+
+    name: str
+    data_dir: Path | None = None
+    objective: ClassVar[Objective] = ACCURACY
+    reads_files: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.name not in RELEASES:
+            raise ValueError(f"unknown LRA release task {self.name!r}; allowed: {', '.join(RELEASES)}")
+
+    def model_fields(self) -> dict[str, Any]:
+        """The ``ModelConfig`` fields the task fixes."""
+        return dict(RELEASES[self.name].model_fields)
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
+        """The splits, read from the release files once and then memory-mapped from the cache.
+
+        Raises:
+            trainers.data.lra_files.DataFileError: a missing or malformed file (named, with
+                where such files come from).
+        """
+        return RELEASES[self.name].loader(self.data_dir, cache_dir=cache_dir)
+
+    def with_data_dir(self, data_dir: Path | None) -> ReleaseTask:
+        """The same task reading ``data_dir`` (resolved, so that workers elsewhere read the same files),
+        or ``$LRA_DATA_DIR`` when None.
+
+        Raises:
+            trainers.data.lra_files.DataFileError: neither is set.
+        """
+        return replace(self, data_dir=data_root(self.name, data_dir).resolve())
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data naming the task and where its files are."""
+        return {"task": self.name, "source": "lra_release", "data_dir": None if self.data_dir is None else str(self.data_dir)}
+
+
+# Every task a study may name, lm-evaluation-harness style: name -> how to build it.
+TASKS: dict[str, Callable[..., Task]] = {
+    "listops": ListOpsTask,
+    "mqar": RecallTask,
+    **{name: partial(ReleaseTask, name) for name in RELEASES},
+}

@@ -1,0 +1,64 @@
+"""The MQAR studies' smoke presets end to end (cross_head: eight families; recall_heads:
+three): every family trains in turn, gets its fresh seeds, and is named in the one
+verdict and the report."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from studies.registry import CROSS_HEAD, RECALL_HEADS
+from studies.run import main
+
+
+@pytest.fixture(scope="module", params=[CROSS_HEAD, RECALL_HEADS], ids=lambda study: study.name)
+def mqar_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
+    definition = request.param
+    root = tmp_path_factory.mktemp(definition.name)
+    url = f"sqlite:///{root / 'store.db'}"
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as output:
+        patch.chdir(root)
+        assert main([definition.name, "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]) == 0
+    study = optuna.load_study(study_name=definition.store_name("smoke"), storage=url)
+    return {"definition": definition, "root": root, "study": study, "trials": study.get_trials(), "output": output.getvalue()}
+
+
+def test_the_families_take_their_search_trials_in_turn_each_of_its_own_attention(mqar_run: dict) -> None:
+    definition = mqar_run["definition"]
+    searched = [t for t in mqar_run["trials"] if "repeat_of" not in t.user_attrs]
+    rounds = definition.preset("smoke").trials // len(definition.families)
+    assert len(searched) == definition.preset("smoke").trials
+    assert [t.user_attrs["family"] for t in searched] == [family.label for family in definition.families] * rounds
+    for trial, family in zip(searched, definition.families * rounds, strict=True):
+        assert trial.state == TrialState.COMPLETE
+        assert trial.params["attention"] == family.values["attention"] == trial.user_attrs["model_config"]["attention"]
+        assert trial.user_attrs["model_config"]["architecture"] == "decoder"
+        assert trial.user_attrs["task"]["task"] == "mqar"
+
+
+def test_every_family_is_rerun_on_fresh_seeds_and_named_in_the_verdict(mqar_run: dict) -> None:
+    definition = mqar_run["definition"]
+    repeats = [t for t in mqar_run["trials"] if "repeat_of" in t.user_attrs]
+    assert {t.user_attrs["family"] for t in repeats} == {family.label for family in definition.families}
+    assert all(t.state == TrialState.COMPLETE for t in repeats)
+    sentence = mqar_run["study"].user_attrs["verdict"]
+    for family in definition.families[1:]:  # each non-baseline family, compared on fresh seeds with its test
+        clause = re.search(
+            rf"(The best {re.escape(family.label)} at|No {re.escape(family.label)} configuration).*?\)\.", sentence
+        )
+        assert clause, family.label
+        assert "on fresh seeds;" in clause.group(0) and "paired t-test over 2 fresh seeds both trained on" in clause.group(0)
+    assert f"  verdict: {sentence}\n" in mqar_run["output"]
+
+
+def test_report_draws_a_front_per_family(mqar_run: dict) -> None:
+    definition = mqar_run["definition"]
+    page = (Path(mqar_run["root"]) / "runs" / "reports" / f"{definition.store_name('smoke')}.html").read_text()
+    for family in definition.families:
+        assert f'"name":"{family.label} front' in page, family.label
