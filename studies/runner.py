@@ -310,10 +310,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     out = out or sys.stdout
     run = check_options(study, options)
     preset = run.preset
-    try:  # built once here, before the store is touched; workers memory-map it
-        preset.task.load((options.cache_dir or default_cache_dir()).resolve())
-    except DataFileError as error:
-        raise StudyOptionError(str(error)) from None
+    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+    if preset.task.reads_files:  # read once here, before the store is touched: a bad file leaves it as it was
+        try:
+            preset.task.load(cache_dir)
+        except DataFileError as error:
+            raise StudyOptionError(str(error)) from None
     with single_writer(run.url):
         store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
@@ -323,7 +325,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         report = options.report or report_path(store.study_name)
         print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
 
-        cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+        preset.task.load(cache_dir)  # built once here (a generated task: after the store opened); workers memory-map it
         attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory
