@@ -372,9 +372,9 @@ generator depth.
             Preset(
                 name="smoke",
                 description="a whole study in about 20 s on 2 CPU cores (what the tests run)",
-                task=RecallTask(RecallSpec(seed=0, vocab_size=16, seq_len=16, num_pairs=2, num_examples=256), val_examples=64),
-                train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=3e-3),
-                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 4},
+                task=CROSS_HEAD.preset("smoke").task,  # each preset trains as cross_head's does
+                train=CROSS_HEAD.preset("smoke").train,
+                fixed=CROSS_HEAD.preset("smoke").fixed,
                 domains={
                     "d_model": Choice((32,)),
                     "num_heads": Choice((1, 2)),
@@ -391,7 +391,7 @@ generator depth.
                 description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 15 minutes, seed repeats included",
                 task=CROSS_HEAD.preset("quick").task,
                 train=CROSS_HEAD.preset("quick").train,
-                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
+                fixed=CROSS_HEAD.preset("quick").fixed,
                 domains={
                     "d_model": Choice((32, 64)),
                     "num_heads": Choice((1, 2, 4)),
@@ -408,7 +408,7 @@ generator depth.
                 description="Zoology-scale MQAR (32 pairs in 256 tokens) on a GPU cluster, hundreds of trials",
                 task=CROSS_HEAD.preset("full").task,
                 train=CROSS_HEAD.preset("full").train,
-                fixed={"num_layers": 2, "mlp_width": 512, "metric_chunk": 64},
+                fixed=CROSS_HEAD.preset("full").fixed,
                 domains={
                     "d_model": Choice((64, 128, 256)),
                     "num_heads": Choice((1, 2, 4, 8, 16)),
