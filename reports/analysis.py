@@ -93,13 +93,23 @@ def t_quantile(degrees_of_freedom: float) -> float:
     return T_975[max(rows)] if degrees_of_freedom <= max(T_975) else NORMAL_975
 
 
+# Accuracies closer than this are the same count of correct examples (float rounding of k/n).
+SAME_ACCURACY = 1e-9
+
+
+def _varies(values: np.ndarray) -> bool:
+    """Whether the values spread at all: with none, a t statistic is undefined (0/0), not infinitely sure."""
+    return float(np.ptp(values)) > SAME_ACCURACY
+
+
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
-    """The 95% t-interval of the mean (a paired t-test's, for differences); NaNs with fewer than two values.
+    """The 95% t-interval of the mean (a paired t-test's, for differences); NaNs with fewer than two
+    values, or values that do not vary.
 
     With the 2 to 5 seeds a study repeats, a bootstrap's percentile interval is far too narrow
     (three values have ten distinct resampled means); Student's t accounts for so few.
     """
-    if len(values) < 2:
+    if len(values) < 2 or not _varies(values):
         return float("nan"), float("nan")
     mean = float(np.mean(values))
     half = t_quantile(len(values) - 1) * float(np.std(values, ddof=1)) / float(np.sqrt(len(values)))
@@ -107,13 +117,12 @@ def mean_interval(values: np.ndarray) -> tuple[float, float]:
 
 
 def difference_interval(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """The 95% Welch t-interval of ``mean(a) - mean(b)`` (unpaired, unequal variances); NaNs below two values each."""
-    if len(a) < 2 or len(b) < 2:
+    """The 95% Welch t-interval of ``mean(a) - mean(b)`` (unpaired, unequal variances); NaNs below two
+    values each, or when neither side varies."""
+    if len(a) < 2 or len(b) < 2 or not (_varies(a) or _varies(b)):
         return float("nan"), float("nan")
     va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
     difference = float(np.mean(a) - np.mean(b))
-    if va + vb == 0:
-        return difference, difference
     degrees = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))  # Welch-Satterthwaite
     half = t_quantile(degrees) * (va + vb) ** 0.5
     return difference - half, difference + half
@@ -128,7 +137,7 @@ class Comparison:
         candidate, baseline: The two configurations (rows of ``configurations``).
         candidate_accuracy, baseline_accuracy: Their mean accuracies over the seeds compared.
         gain_points: The difference, in accuracy points.
-        interval: Its 95% interval in points (NaN without two fresh seeds each).
+        interval: Its 95% interval in points (NaN without two fresh seeds each, or when they do not vary).
         method: How the seeds were compared: ``paired`` (fresh seeds both trained on),
             ``unpaired`` (fresh seeds of each) or ``uncorrected`` (the selected runs alone).
         seeds: How many seeds each side contributed.
@@ -239,7 +248,7 @@ def _sentence(comparison: Comparison, baseline_family: str) -> str:
         if comparison.method == "paired"
         else f"Welch t-test over {comparison.seeds[0]} and {comparison.seeds[1]} fresh seeds"
     )
-    if high - low < 1e-6:  # no spread across seeds (a coarse validation set, few seeds): the t statistic is undefined
+    if np.isnan(low):  # two seeds or more that do not vary (a coarse validation set): no interval
         return sentence + f" on fresh seeds; the {test} is undefined, the seeds not varying at all: not established)."
     significant = "significant" if low > 0 or high < 0 else "not significant"
     return sentence + f" on fresh seeds; 95% CI {low:+.1f} to {high:+.1f} points, {test}: {significant})."

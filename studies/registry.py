@@ -371,7 +371,7 @@ generator depth.
         for preset in (
             Preset(
                 name="smoke",
-                description="a whole study in about 20 s on 2 CPU cores (what the tests run)",
+                description="a whole study in about 30 s on 2 CPU cores (what the tests run)",
                 task=CROSS_HEAD.preset("smoke").task,  # each preset trains as cross_head's does
                 train=CROSS_HEAD.preset("smoke").train,
                 fixed=CROSS_HEAD.preset("smoke").fixed,

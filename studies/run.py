@@ -20,7 +20,7 @@ from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.registry import STUDIES, get_study
-from trainers.data.lra_files import DATA_DIR_VARIABLE
+from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         run_study(get_study(args.name), options)
-    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError) as error:
+    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError, DataFileError) as error:
         parser.error(str(error))  # exit code 2, like any other bad option
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)

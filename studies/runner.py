@@ -305,17 +305,15 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
             before anything is written (``check_options``).
+        DataFileError: a missing or malformed release file, before the store is touched.
         StoreBusyError: another driver is writing to the same SQLite store.
     """
     out = out or sys.stdout
     run = check_options(study, options)
     preset = run.preset
     cache_dir = (options.cache_dir or default_cache_dir()).resolve()
-    if preset.task.reads_files:  # read once here, before the store is touched: a bad file leaves it as it was
-        try:
-            preset.task.load(cache_dir)
-        except DataFileError as error:
-            raise StudyOptionError(str(error)) from None
+    if preset.task.reads_files:  # read before the store is touched: a bad file leaves it as it was
+        preset.task.load(cache_dir)
     with single_writer(run.url):
         store, storage = _open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
@@ -325,7 +323,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         report = options.report or report_path(store.study_name)
         print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
 
-        preset.task.load(cache_dir)  # built once here (a generated task: after the store opened); workers memory-map it
+        if not preset.task.reads_files:  # built once here, after a bad storage URL has failed fast; workers memory-map it
+            preset.task.load(cache_dir)
         attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory

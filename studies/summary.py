@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from reports.analysis import verdict
+from reports.analysis import VERDICT_ATTRIBUTE
 from storage.trials import ACCURACY, FLOPS, INFEASIBLE, best, family_order, knob_columns, search_runs, trials_frame
 
 
@@ -17,8 +17,9 @@ def _trial(row, knobs: list[str]) -> str:
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
-    """Trials by state, the study's verdict (the report's headline), each family's best search trial (the one its
-    seed repeats measure again, ``storage.trials.best``), and where things are."""
+    """Trials by state, the study's verdict (its ``verdict`` attribute, which the run writes first: the
+    report's headline), each family's best search trial (the one its seed repeats measure again,
+    ``storage.trials.best``), and where things are."""
     frame = trials_frame(study)
     knobs = knob_columns(frame)
     lines = [f"\n{study.study_name}"]
@@ -28,7 +29,7 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
     lines.append(
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
-    lines.append(f"  verdict: {verdict(frame).sentence}")
+    lines.append(f"  verdict: {study.user_attrs[VERDICT_ATTRIBUTE]}")  # written by the run just before
     searched = frame[(frame["state"] == "COMPLETE") & search_runs(frame)]
     for family in family_order(frame):
         complete = searched[searched["family"] == family]

@@ -107,33 +107,17 @@ def _generator_flops(config: ModelConfig, contexts: int) -> int:
     return 2 * contexts * per_context
 
 
-def _metric_application_flops(config: ModelConfig, length: int) -> int:
-    """FLOPs of folding the metric into queries/keys, one layer."""
-    d = config.d_model
-    if config.metric_mode == "rowsum":
-        head_width = d // config.num_heads
-        per_token = d * head_width if config.metric_rank == "full" else 2 * d * config.metric_rank
-        return 2 * length * per_token
-    per_side = d * d if config.metric_rank == "full" else 2 * d * config.metric_rank
-    sides = 2 if config.metric_form == "mahalanobis" else 1
-    return 2 * length * per_side * sides
-
-
 def encoder_stack_flops(config: ModelConfig, length: int) -> Flops:
-    """Forward FLOPs of the Transformer stack on one sequence of ``length`` positions."""
+    """Forward FLOPs of the Transformer stack on one sequence of ``length`` positions: each layer's
+    attention (its family's ``layer_flops``) and MLP, and DAMCHA's generators, one per group of layers."""
     d, layers = config.d_model, config.num_layers
     mlp = 4 * length * d * config.mlp_width
-    if not config.is_damcha:
-        attention, core = config.attention_knobs().layer_flops(length=length, d_model=d, num_heads=config.num_heads)
-        return Flops(dense=layers * (attention + mlp), attention_core=layers * core)
-    # DAMCHA's count is the model's, not the layer's: generators are shared across layers.
-    core = 4 * length * length * d
-    projections = 4 * length * d * d if config.metric_mode == "rowsum" else 8 * length * d * d
-    attention = projections + _metric_application_flops(config, length)
-    chunked = config.causal and config.generator_depth > 0
-    contexts = chunk_count(length, config.metric_chunk) if chunked else 1
-    groups = math.ceil(layers / config.layers_per_generator)
-    generators = groups * _generator_flops(config, contexts)
+    attention, core = config.attention_knobs().layer_flops(length=length, d_model=d, num_heads=config.num_heads)
+    generators = 0
+    if config.is_damcha:
+        chunked = config.causal and config.generator_depth > 0
+        contexts = chunk_count(length, config.metric_chunk) if chunked else 1
+        generators = math.ceil(layers / config.layers_per_generator) * _generator_flops(config, contexts)
     return Flops(dense=layers * (attention + mlp) + generators, attention_core=layers * core)
 
 

@@ -130,6 +130,20 @@ class DAMCHAKnobs(AttentionKnobs):
         if num_layers is not None:
             parse_sharing(self.sharing, num_layers)
 
+    def layer_flops(self, *, length: int, d_model: int, num_heads: int) -> tuple[int, int]:
+        """The layer's projections (``rowsum``: values and output only) and the folding of the
+        metric into queries and keys; MHA's core. The generator's FLOPs are the model's
+        (``trainers.costs``): layers may share it."""
+        d = d_model
+        if self.metric_mode == "rowsum":
+            per_token = d * (d // num_heads) if self.metric_rank == "full" else 2 * d * self.metric_rank
+            dense = 4 * length * d * d + 2 * length * per_token
+        else:
+            per_side = d * d if self.metric_rank == "full" else 2 * d * self.metric_rank
+            sides = 2 if self.metric_form == "mahalanobis" else 1
+            dense = 8 * length * d * d + 2 * length * per_side * sides
+        return dense, 4 * length * length * d
+
     def hidden_widths(self) -> tuple[int, ...]:
         """The generator's hidden layers' widths, first to last (empty for a static metric)."""
         if isinstance(self.generator_width, tuple | list):
