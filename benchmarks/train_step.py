@@ -4,16 +4,19 @@ For each sequence length every variant is built and checked: the attention kerne
 padded training step (the call training makes: a padding mask, forward and backward) are
 named, and a fused variant that falls back to the unfused ``math`` kernel fails the run.
 Then the variants are timed with repetitions interleaved so that machine noise hits all
-alike, on batches without padding (no mask: FlashAttention where there is one). The
+alike, on batches without padding (no mask), or with ``--padded`` on the padded batch. The
 table printed last gives step time, tokens/s, peak memory and model FLOP utilisation,
-with ratios to MHA. On a CUDA GPU the step runs in bf16 autocast with fused AdamW. With
---compile, kernels and (on a CPU) memory are measured on the eager model: a dispatch mode
-around the compiled one would stop it compiling.
+with ratios to MHA, and each variant's kernels. On a CUDA GPU the step runs in bf16
+autocast with fused AdamW. With --compile, the kernels are those of the compiled model (a
+padded batch takes FlashAttention's variable-length kernel there on GPUs), and on a CPU
+memory is measured on the eager model: a dispatch mode around the compiled one would stop
+it compiling.
 
     python -m benchmarks.train_step                                  # GPU sizes: T = 512 ... 16384, D=512, H=8, 4 layers
     python -m benchmarks.train_step --lengths 1024 --tokens 4096     # the CPU target (T=1K)
     python -m benchmarks.train_step --lengths 64 128 --d-model 64 --layers 2 --tokens 512 --reps 1   # seconds
     python -m benchmarks.train_step --causal --lengths 1024 4096 --d-model 256 --tokens 8192   # DecoderLM rows
+    python -m benchmarks.train_step --only "damcha r16 g2 stack" --padded --compile   # one variant against MHA
 """
 
 from __future__ import annotations
@@ -110,9 +113,19 @@ def _step(
     return run
 
 
-def variants(causal: bool) -> dict[str, dict]:
-    """The rows to run: every variant, and the causal-only ones for the decoder."""
-    return VARIANTS | CAUSAL_VARIANTS if causal else VARIANTS
+def variants(causal: bool, only: list[str] | None = None) -> dict[str, dict]:
+    """The rows to run: every variant, and the causal-only ones for the decoder; with
+    ``only``, those variants (MHA always: the ratios are to it).
+
+    Raises:
+        SystemExit: ``only`` names a variant that does not exist.
+    """
+    rows = VARIANTS | CAUSAL_VARIANTS if causal else VARIANTS
+    if only is None:
+        return rows
+    if unknown := sorted(set(only) - set(rows)):
+        raise SystemExit(f"unknown variant(s) {unknown}; allowed: {sorted(rows)}")
+    return {name: knobs for name, knobs in rows.items() if name == "mha" or name in only}
 
 
 def measure_length(length: int, args: argparse.Namespace, device: torch.device) -> list[Row]:
@@ -135,7 +148,7 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
     padded[-1, length - length // 4 :] = False
     rows, steps = [], {}
     element = 2 if args.precision == "bf16" else 4
-    for name, knobs in variants(args.causal).items():
+    for name, knobs in variants(args.causal, args.only).items():
         row = Row(length, name)
         rows.append(row)
         config = ModelConfig(**(base | {"attention": "damcha"} | knobs))
@@ -150,10 +163,9 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
             eager = build_model(config).to(device)
             model = compiled(eager) if args.compile else eager
             optimizer = adamw(eager, TrainConfig(), device)
-            step = _step(model, optimizer, tokens, labels, device, args.precision)
-            kernels = attention_kernels(
-                _step(eager, None, tokens, labels, device, args.precision, padded)
-            )  # the call training makes
+            timed_mask = padded if args.padded else None
+            step = _step(model, optimizer, tokens, labels, device, args.precision, timed_mask)
+            kernels = attention_kernels(_step(model, None, tokens, labels, device, args.precision, padded))  # training's call
             eager.zero_grad(set_to_none=True)
             row.kernels = ",".join(sorted(kernels))
             if config.attention != "damcha_explicit" and any(kernel.startswith("attention_math") for kernel in kernels):
@@ -162,7 +174,7 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
             measured = (
                 step
                 if device.type == "cuda" or not args.compile
-                else _step(eager, optimizer, tokens, labels, device, args.precision)
+                else _step(eager, optimizer, tokens, labels, device, args.precision, timed_mask)
             )
             with peak_memory(device) as memory:
                 measured()
@@ -182,7 +194,7 @@ def measure_length(length: int, args: argparse.Namespace, device: torch.device) 
         if row.variant in times:
             row.seconds = statistics.median(times[row.variant])
             row.tokens_per_s = batch * length / row.seconds
-            config = ModelConfig(**(base | {"attention": "damcha"} | variants(args.causal)[row.variant]))
+            config = ModelConfig(**(base | {"attention": "damcha"} | variants(args.causal, args.only)[row.variant]))
             row.mfu = model_flops(config, length).training_step(batch) / row.seconds / peak if peak else float("nan")
     return rows
 
@@ -191,7 +203,8 @@ def table(rows: list[Row]) -> str:
     """The short table: one line per variant and length, ratios to MHA at the same length."""
     mha = {row.length: row for row in rows if row.variant == "mha"}
     lines = [
-        f"{'T':>6}  {'variant':<32} {'ms/step':>9} {'×MHA':>6} {'tokens/s':>10} {'peak MiB':>9} {'×MHA':>6} {'MFU':>6}  status"
+        f"{'T':>6}  {'variant':<32} {'ms/step':>9} {'×MHA':>6} {'tokens/s':>10} {'peak MiB':>9} {'×MHA':>6} {'MFU':>6}  "
+        f"{'attention kernels (forward)':<32} status"
     ]
     for row in rows:
         base = mha[row.length]
@@ -199,9 +212,14 @@ def table(rows: list[Row]) -> str:
         lines.append(
             f"{row.length:>6}  {row.variant:<32} {1000 * row.seconds:>9.1f} {row.seconds / base.seconds:>6.2f} "
             f"{row.tokens_per_s:>10.0f} {row.peak_bytes / 2**20:>9.1f} {row.peak_bytes / base.peak_bytes:>6.2f} "
-            f"{mfu:>6}  {row.status}"
+            f"{mfu:>6}  {_forward_kernels(row.kernels):<32} {row.status}"
         )
     return "\n".join(lines)
+
+
+def _forward_kernels(kernels: str) -> str:
+    """``a,a_backward,b,b_backward`` -> ``a,b`` (each checked with its backward)."""
+    return ",".join(kernel for kernel in kernels.split(",") if not kernel.endswith("_backward")) or "-"
 
 
 def targets(rows: list[Row]) -> str:
@@ -253,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
     parser.add_argument("--causal", action="store_true", help="DecoderLM (next-token loss) instead of the classifier")
+    parser.add_argument("--only", nargs="+", metavar="VARIANT", help="time these variants (and MHA) only")
+    parser.add_argument("--padded", action="store_true", help="time the padded training step (default: unpadded)")
     parser.add_argument("--explicit-limit-gb", type=float, default=8.0, help="skip the explicit form above this estimate")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
@@ -260,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{device_name(device)}, {args.precision}, {'DecoderLM' if args.causal else 'EncoderClassifier'}, "
         f"D={args.d_model}, H={args.heads}, {args.layers} layers, "
-        f"{args.tokens} tokens per step, compile={args.compile}",
+        f"{args.tokens} tokens per step, compile={args.compile}, timed {'padded' if args.padded else 'unpadded'}",
         flush=True,
     )
     rows = []

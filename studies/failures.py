@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ray.exceptions import OutOfMemoryError as RayOutOfMemoryError
-from ray.exceptions import RayActorError
-
 from trainers.memory import TrainingOutOfMemoryError
 from trainers.train import NonFiniteLossError
 
@@ -60,6 +57,9 @@ def failure_of(error: BaseException | None) -> Failure:
     Returns:
         The ``Failure``; an unknown error is neither retried nor infeasible.
     """
+    from ray.exceptions import OutOfMemoryError as RayOutOfMemoryError  # here: asking and recording trials needs no Ray
+    from ray.exceptions import RayActorError
+
     cause = getattr(error, "cause", None) or error  # RayTaskError(original).cause is the original
     if isinstance(cause, NonFiniteLossError):
         return Failure(infeasible="diverged", diverged_at_step=cause.step, fix="search lower learning rates")

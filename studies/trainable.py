@@ -6,14 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ray
 import torch
-from ray import tune
 
 from studies.failures import SharedGPUOutOfMemoryError
 from trainers.config import ModelConfig
 from trainers.memory import TrainingOutOfMemoryError, memory_budget
-from trainers.train import TrainConfig, train, use_compile_settings
+from trainers.train import Report, TrainConfig, TrainResult, train, use_compile_settings
 
 
 @dataclass(frozen=True)
@@ -42,13 +40,28 @@ def trial_device(gpu_ids: list, resources: dict[str, float]) -> TrialDevice:
 
 
 def run_trial(config: dict[str, Any]) -> None:
-    """Train one configuration asked by the ledger (``studies.ledger.Ledger.ask``).
+    """Train one configuration asked by the ledger (``studies.ledger.Ledger.ask``) where Ray
+    placed it, reporting each evaluation to Ray Tune (``train_trial`` does the work)."""
+    import ray  # here: ``train_trial`` runs without Ray (benchmarks.first_trials)
+    from ray import tune
+
+    placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
+    train_trial(config, placement, report=lambda step, metrics: tune.report(metrics))
+
+
+def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Report | None = None) -> TrainResult:
+    """Train one configuration asked by the ledger on the device of its placement.
 
     Args:
         config: ``model`` and ``train`` config fields, the ``task``, the data
             ``cache_dir`` (the split caches were built by the driver, so workers
             memory-map them) and the ``compile_cache_dir`` the run's trials share.
             ``memory_bytes`` (optional): the trial's host-memory budget.
+        placement: Where it trains.
+        report: Called with each evaluation's ``(step, metrics)``.
+
+    Returns:
+        The last evaluation's metrics.
 
     Raises:
         trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or out
@@ -56,7 +69,6 @@ def run_trial(config: dict[str, Any]) -> None:
         studies.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
-    placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
     if config["train"].get("compile"):
         use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
     if placement.device == "cuda":
@@ -66,11 +78,11 @@ def run_trial(config: dict[str, Any]) -> None:
     splits = config["task"].load(Path(config["cache_dir"]))
     try:
         with memory_budget(config.get("memory_bytes")):
-            train(
+            return train(
                 ModelConfig(**config["model"]),
                 TrainConfig(**(config["train"] | {"device": placement.device})),
                 splits,
-                report=lambda step, metrics: tune.report(metrics),
+                report=report,
             )
     except TrainingOutOfMemoryError as error:
         if error.on_gpu and placement.gpu_share < 1.0:  # a neighbour may have held the memory: a retry may fit

@@ -275,28 +275,25 @@ def interleaved_seconds(steps: Mapping[str, Callable[[], object]], reps: int, de
     return times
 
 
-class _AttentionKernelRecorder(torch.utils._python_dispatch.TorchDispatchMode):
-    """Records which scaled-dot-product-attention kernels are dispatched."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.kernels: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        name = func._overloadpacket.__name__
-        if "scaled_dot_product" in name:
-            self.kernels.add(name.removeprefix("_scaled_dot_product_"))
-        return func(*args, **(kwargs or {}))
+ATTENTION_OPERATORS = {
+    "torch_attn::_varlen_attn": "flash_attention_varlen",
+    "torch_attn::_varlen_attn_backward": "flash_attention_varlen_backward",
+}  # besides ATen's ``_scaled_dot_product_*`` kernels
 
 
 def attention_kernels(fn: Callable[[], object]) -> set[str]:
-    """Run ``fn`` and return the attention kernels it dispatched, forward and backward.
+    """Run ``fn`` and return the attention kernels it ran, forward and backward.
 
     Names are those of ATen's kernels without their prefix, e.g. ``flash_attention``
     (FlashAttention on CUDA), ``cudnn_attention``, ``efficient_attention``,
     ``flash_attention_for_cpu``, their ``..._backward`` twins, or ``attention_math`` (the
-    unfused fallback, whose backward is autograd's over its parts).
+    unfused fallback, whose backward is autograd's over its parts); and
+    ``flash_attention_varlen`` (``trainers.attention.sdpa.varlen_attention``) with its
+    backward. They are read from the profiler's operator events, which compiled models
+    record too (a dispatch mode around a compiled model would stop it compiling).
     """
-    with _AttentionKernelRecorder() as recorder:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         fn()
-    return recorder.kernels
+    names = {event.name for event in profiler.events()}
+    kernels = {name.removeprefix("aten::_scaled_dot_product_") for name in names if name.startswith("aten::_scaled_dot_product_")}
+    return kernels | {kernel for operator, kernel in ATTENTION_OPERATORS.items() if operator in names}

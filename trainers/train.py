@@ -159,9 +159,12 @@ def compiled(model: nn.Module) -> nn.Module:
     """``torch.compile`` with a persistent cache (first compile of a model takes seconds; later ones reuse it).
 
     Dynamic shapes: length-bucketed batches change the sequence length from step to step.
+    Inductor's coalescing analysis of GPU kernels is off: with dynamic shapes it failed an
+    internal assertion compiling DAMCHA on an H200 (PyTorch 2.11), and its own notes say
+    it does not apply to dynamic shapes.
     """
     os.environ.setdefault(COMPILE_CACHE_VARIABLE, str(compile_cache_dir()))
-    return torch.compile(model, dynamic=True)
+    return torch.compile(model, dynamic=True, options={"triton.coalesce_tiling_analysis": False})
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

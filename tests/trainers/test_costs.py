@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from tests.trainers import authors_knobs
+from tests.trainers import authors_knobs, counting_backend
 from trainers.config import ModelConfig
 from trainers.costs import count_parameters, counted_flops, interleaved_seconds, model_flops, peak_memory
 from trainers.models import build_model
@@ -124,3 +124,26 @@ def test_model_flop_utilisation_knows_exact_parts_only(name: str, bf16: float | 
     from trainers.costs import peak_flops_of
 
     assert peak_flops_of(name, "bf16") == bf16
+
+
+def test_kernels_of_a_compiled_model_are_named_and_it_keeps_running_compiled() -> None:
+    """``attention_kernels`` reads the profiler, so a compiled model is checked as it runs:
+    the same kernels as the eager model, and its compiled graph still serves later calls."""
+    from trainers.costs import attention_kernels
+
+    graph_calls: list[int] = []
+    config = ModelConfig(vocab_size=20, num_classes=3, max_length=40, d_model=16, num_heads=2, mlp_width=16, attention="mha")
+    eager = build_model(config)
+    model = torch.compile(eager, backend=counting_backend(graph_calls), dynamic=True)
+    tokens, mask = torch.randint(2, 20, (3, 30)), torch.ones(3, 30, dtype=torch.bool)  # (B, T) each
+    mask[0, 20:] = False
+
+    def step(net: torch.nn.Module) -> None:
+        net(tokens, mask).sum().backward()
+
+    compiled_kernels = attention_kernels(lambda: step(model))
+    expected = {"flash_attention_for_cpu", "flash_attention_for_cpu_backward"}
+    assert compiled_kernels == attention_kernels(lambda: step(eager)) == expected
+    calls = len(graph_calls)
+    step(model)
+    assert calls > 0 and len(graph_calls) > calls

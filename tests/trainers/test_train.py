@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainers import counting_backend
 from trainers.config import ModelConfig
 from trainers.data.listops import ListOpsSpec
 from trainers.data.recall import RecallSpec
@@ -111,15 +112,8 @@ def test_compiled_graphs_keep_running_after_the_first_steps(tmp_path: Path, monk
     import torch
 
     calls: list[int] = []
-
-    def counting_backend(graph, example_inputs):  # noqa: ANN001, ARG001 (torch.compile's backend signature)
-        def run(*args):  # noqa: ANN002
-            calls.append(1)
-            return graph.forward(*args)
-
-        return run
-
-    monkeypatch.setattr("trainers.train.compiled", lambda model: torch.compile(model, backend=counting_backend, dynamic=True))
+    backend = counting_backend(calls)
+    monkeypatch.setattr("trainers.train.compiled", lambda model: torch.compile(model, backend=backend, dynamic=True))
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     seen = []
     train(

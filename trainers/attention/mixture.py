@@ -70,7 +70,8 @@ class MixtureOfAttentionHeads(nn.Module):
         """(B, T, D) -> (B, T, E): a softmax over each token's top-H router logits, 0 elsewhere."""
         logits = self.router(x)  # (B, T, E)
         top, chosen = logits.topk(self.num_heads, dim=-1)  # (B, T, H) each
-        return torch.zeros_like(logits).scatter(-1, chosen, top.softmax(dim=-1))
+        weights = top.softmax(dim=-1)  # fp32 under CUDA's autocast, whose logits are bf16
+        return torch.zeros_like(logits, dtype=weights.dtype).scatter(-1, chosen, weights)
 
     def _experts(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B, T, D) -> every expert's queries, keys, values, each (B, E, T, d)."""

@@ -1,0 +1,124 @@
+"""A preset's first trials, as a run asks them, trained on this machine's GPU without Ray.
+
+The study's own ``Ledger`` asks the configurations (families in turn, the sampler's
+proposals, the preset's training settings: bf16 and ``torch.compile`` for ``full``) from a
+throw-away SQLite store; ``studies.trainable.train_trial``, the function a Ray worker calls,
+trains each as a trial holding one whole GPU. Each evaluation's costs are printed: compile
+seconds, throughput, model FLOP utilisation and the allocator's peak. Shorter runs and
+less training data (``--steps``, ``--train-size``) keep the check short; they change no
+per-step cost.
+
+    python -m benchmarks.first_trials lra_sharing --preset full --trials 2 --steps 1000 --train-size 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import torch
+
+from storage import open_storage
+from studies.ledger import Ledger
+from studies.plan import heartbeat_options
+from studies.registry import get_study
+from studies.sampler import sampler_for
+from studies.tasks import ListOpsTask
+from studies.trainable import TrialDevice, train_trial
+from trainers.data.cache import default_cache_dir
+
+COSTS = (
+    ("val_accuracy", "val acc", "{:.3f}"),
+    ("examples_per_s", "examples/s", "{:.0f}"),
+    ("tokens_per_s", "tokens/s", "{:.0f}"),
+    ("model_flops_utilisation", "MFU", "{:.1%}"),
+    ("compile_seconds", "compile s", "{:.1f}"),
+    ("peak_memory_bytes", "peak GiB", "{:.2f}"),
+    ("wall_seconds", "wall s", "{:.1f}"),
+)
+
+
+def _row(number: int, label: str, metrics: dict) -> str:
+    values = []
+    for key, _, form in COSTS:
+        value = metrics.get(key)
+        if key == "peak_memory_bytes" and value is not None:
+            value /= 2**30
+        values.append("-" if value is None else form.format(value))
+    return f"{number:>3} {label:<40} {metrics['step']:>6} " + " ".join(f"{v:>10}" for v in values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study")
+    parser.add_argument("--preset", default="full")
+    parser.add_argument("--trials", type=int, default=2, help="the first N trials (families take turns)")
+    parser.add_argument("--steps", type=int, help="train each this many steps (default: the preset's)")
+    parser.add_argument("--train-size", type=int, help="generated ListOps: fewer training examples (quicker to build)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    study = get_study(args.study)
+    preset = study.preset(args.preset)
+    if args.train_size is not None:
+        if not isinstance(preset.task, ListOpsTask):
+            parser.error("--train-size applies to generated ListOps only")
+        preset = replace(preset, task=replace(preset.task, spec=replace(preset.task.spec, train_size=args.train_size)))
+    if args.steps is not None:
+        preset = replace(preset, train=replace(preset.train, steps=args.steps))
+    cache_dir = default_cache_dir().resolve()
+    preset.task.load(cache_dir)  # built once, as the driver does
+    print(f"{args.study} {preset.name}: {preset.task.describe()}; {preset.train}", flush=True)
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'first-trials.db'}"
+        storage = open_storage(url, **heartbeat_options())
+        store = optuna.create_study(
+            storage=storage,
+            directions=[objective.direction for objective in study.objectives],
+            sampler=sampler_for(len(study.objectives), args.trials, 0),
+        )
+        ledger = Ledger(
+            store,
+            storage=storage,
+            definition=study,
+            preset=preset,
+            space=study.space_for(preset),
+            fixed={},
+            seed=0,
+            run_attributes={},
+            cache_dir=str(cache_dir),
+            budget=args.trials,
+        )
+        placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)
+        print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in COSTS), flush=True)
+        while (config := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
+            number = config["number"]
+            label = f"{store.trials[number].user_attrs.get('family', '')} {_knobs(config['model'])}"
+            report = functools.partial(_print_row, number, label)
+            train_trial(config, placement, report=report)
+    return 0
+
+
+def _print_row(number: int, label: str, step: int, metrics: dict) -> None:  # noqa: ARG001 (a train report)
+    print(_row(number, label, metrics), flush=True)
+
+
+def _knobs(model: dict) -> str:
+    """The searched model knobs in a few characters."""
+    text = f"d={model['d_model']} H={model['num_heads']}"
+    if model["attention"] == "damcha":
+        text += f" r={model['metric_rank']} g={model['generator_depth']} {model['sharing']}"
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
