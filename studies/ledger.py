@@ -128,6 +128,7 @@ class Ledger:
                 try:
                     knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
+                    del self.open[trial.number]
                     trial.set_user_attr("error", f"rejected before training: {error}")
                     tell_infeasible(self.study, trial, FORBIDDEN)
                     continue
@@ -148,6 +149,7 @@ class Ledger:
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
+        self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
         return trial, self.space.suggest(trial)
 
     def _next_family(self) -> Family:
@@ -185,7 +187,6 @@ class Ledger:
         }
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
-        self.open[trial.number] = trial
         self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
         self.storage.record_heartbeat(self.trial_ids[trial.number])  # alive from its start (stale only after a heartbeat)
         return {

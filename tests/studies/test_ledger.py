@@ -236,3 +236,25 @@ def test_early_stopping_spares_seed_repeats(tmp_path: Path) -> None:
         scheduler.on_trial_result(None, trial, {"step": 1, "val_accuracy": 0.9})
     assert scheduler.on_trial_result(None, bad, {"step": 1, "val_accuracy": 0.1}) == "STOP"  # ASHA as usual...
     assert scheduler.on_trial_result(None, repeat, {"step": 1, "val_accuracy": 0.1}) == "CONTINUE"  # ...but not for a repeat
+
+
+@pytest.mark.parametrize("where", ["suggest", "set_user_attr"])
+def test_a_ctrl_c_while_asking_fails_the_asked_trial_instead_of_leaving_it_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Ctrl-C reaches the driver between any two lines: a trial the store holds as RUNNING
+    is failed (and queued again) by ``interrupt`` however far its ask had got."""
+    ledger = make_ledger(tmp_path, [], 2)
+
+    def ctrl_c(*args, **kwargs):  # noqa: ANN002, ANN003, ARG001 (the signal, as Python raises it)
+        raise KeyboardInterrupt
+
+    target = SearchSpace if where == "suggest" else optuna.Trial
+    monkeypatch.setattr(target, where, ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        ledger.ask("ray-0")
+    monkeypatch.undo()
+    ledger.interrupt()
+    trials = ledger.study.get_trials()
+    assert trials and not [t for t in trials if t.state == TrialState.RUNNING]
+    assert queued(ledger.study)  # its retry
