@@ -4,7 +4,8 @@
     ≤ 2), for every family compared.
 (b) The best and the worst complete configurations differ by more than their intervals:
     over their seeds where they have two or more (a t-interval), else the
-    single run's 95% Wilson interval for ``val_size`` validation examples.
+    single run's 95% Wilson interval for the predictions its accuracy counts (the trial's
+    ``val_count``: examples, or for MQAR the queried positions).
 
     python -m benchmarks.resolution lra_sharing-quick-v2                 # the default store
     python -m benchmarks.resolution NAME --storage sqlite:///path/to/store.db
@@ -31,6 +32,21 @@ def wilson_interval(accuracy: float, examples: int) -> tuple[float, float]:
     centre = (accuracy + Z_95**2 / (2 * examples)) / (1 + Z_95**2 / examples)
     spread = Z_95 / (1 + Z_95**2 / examples) * math.sqrt(accuracy * (1 - accuracy) / examples + Z_95**2 / (4 * examples**2))
     return centre - spread, centre + spread
+
+
+def validation_count(frame: pd.DataFrame, study: optuna.Study, config: pd.Series) -> int:
+    """How many predictions a configuration's accuracy counts: its trials' recorded
+    ``val_count``, else (stores from before it was recorded) the task's ``val_size``.
+
+    Raises:
+        ValueError: neither is known.
+    """
+    counts = frame.loc[frame["number"].isin(config["numbers"]), "val_count"].dropna()
+    if not counts.empty:
+        return int(counts.min())
+    if size := study.user_attrs.get("task", {}).get("val_size"):
+        return int(size)
+    raise ValueError("the store records no validation size for this task (trials from before val_count was recorded)")
 
 
 def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
@@ -60,11 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(configs) < 2:
         print("(b) fewer than two complete configurations")
         return 0
-    examples = int(study.user_attrs.get("task", {}).get("val_size", 0)) or 1
     ranked = configs.sort_values("mean_accuracy")
     worst, best = ranked.iloc[0], ranked.iloc[-1]
-    best_low, best_high, best_how = interval(best, examples)
-    worst_low, worst_high, worst_how = interval(worst, examples)
+    try:
+        best_low, best_high, best_how = interval(best, validation_count(frame, study, best))
+        worst_low, worst_high, worst_how = interval(worst, validation_count(frame, study, worst))
+    except ValueError as error:
+        print(f"(b) {error}")
+        return 0
     print("(b) the best and the worst complete configurations (target: intervals apart):")
     for name, config, low, high, how in (
         ("best", best, best_low, best_high, best_how),

@@ -30,6 +30,7 @@ ATTRIBUTE_COLUMNS = (
     "wall_seconds",
     "device",
     "reached_step",
+    "val_count",
     "pruned_at_step",
     "error",
     INFEASIBLE_ATTRIBUTE,

@@ -43,6 +43,7 @@ COST_ATTRIBUTES = (
     "wall_seconds",
     "device",
     "train_loss",
+    "val_count",
 )
 MAX_RESAMPLES = 50
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)

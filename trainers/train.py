@@ -209,8 +209,9 @@ def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor | No
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device) -> float:
-    """Accuracy over a split (over labelled positions for the decoder)."""
+def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device) -> tuple[float, int]:
+    """Accuracy over a split (over labelled positions for the decoder), and how many
+    predictions it counts (examples; for the decoder, labelled positions)."""
     model.eval()
     correct = total = 0
     for batch in _batches(split, config, batch_size, seed=0, shuffle=False):
@@ -219,7 +220,7 @@ def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, d
         correct += int((logits.argmax(dim=-1) == labels)[counted].sum())
         total += int(counted.sum())
     model.train()
-    return correct / max(total, 1)
+    return correct / max(total, 1), total
 
 
 def _learning_rate_factor(step: int, config: TrainConfig) -> float:
@@ -300,11 +301,12 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         train_config: Steps, optimizer, evaluation schedule, seed and device.
         splits: ``train`` and ``val`` splits of a task (``trainers.data.tasks``).
         report: Called after each evaluation with ``(step, metrics)``; metrics hold
-            ``step``, ``val_accuracy``, ``train_loss``, ``final`` (True on the last step),
-            parameter counts, ``flops_per_example`` (forward, at ``max_length``),
-            ``examples_per_s``, ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded
-            batches, analytic), ``model_flops_utilisation`` (of the device's peak; only where the
-            peak is known, i.e. not on CPUs), ``compile_seconds`` (the first step, where
+            ``step``, ``val_accuracy``, ``val_count`` (the predictions it counts),
+            ``train_loss``, ``final`` (True on the last step), parameter counts,
+            ``flops_per_example`` (forward, at ``max_length``), ``examples_per_s``,
+            ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded batches, analytic),
+            ``model_flops_utilisation`` (of the device's peak; only where the peak is known,
+            i.e. not on CPUs), ``compile_seconds`` (the first step, where
             ``torch.compile`` compiles; 0 without compile), ``peak_memory_bytes`` (over the
             run), ``wall_seconds`` and ``device``. The throughputs leave out the first step
             (compilation, optimizer state), unless it is the only one.
@@ -392,10 +394,13 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
             counted = (examples, tokens, flops, training_seconds) if examples else first_step
             seconds = counted[3]
             with autocast(device, train_config.precision):
-                accuracy = evaluate(stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
+                accuracy, predictions = evaluate(
+                    stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device
+                )
             metrics = static | {
                 "step": step,
                 "val_accuracy": accuracy,
+                "val_count": predictions,
                 "train_loss": float(loss_sum) / loss_count,
                 "final": step == train_config.steps,
                 "examples_per_s": counted[0] / seconds,

@@ -49,7 +49,7 @@ def test_reports_every_evaluation_and_marks_the_last(tmp_path: Path, attention: 
     assert [metrics["final"] for _, metrics in reports] == [False, False, True]
     assert result.metrics == reports[-1][1]
     last = result.metrics
-    assert 0.0 <= last["val_accuracy"] <= 1.0
+    assert 0.0 <= last["val_accuracy"] <= 1.0 and last["val_count"] == SPEC.val_size
     assert last["flops_per_example"] > 0 and last["parameters"] > last["attention_parameters"] > 0
     assert last["examples_per_s"] > 0 and last["peak_memory_bytes"] > 0
     assert last["device"].startswith("cpu")
@@ -76,6 +76,7 @@ def test_decoder_trains_on_recall_positions(tmp_path: Path) -> None:
     )
     metrics = train(config, TrainConfig(steps=4, batch_size=8, eval_every=4, device="cpu"), splits).metrics
     assert 0.0 <= metrics["val_accuracy"] <= 1.0 and metrics["final"]
+    assert metrics["val_count"] == 16 * spec.num_pairs  # every queried key of every validation example
 
 
 def test_train_config_rejects_nonsense() -> None:
