@@ -55,7 +55,8 @@ def _row(number: int, label: str, metrics: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
+    """Command-line entry point; exit code 1 when a trial failed (each failure is printed, and the
+    next trials still run)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study")
     parser.add_argument("--preset", default="full")
@@ -98,14 +99,19 @@ def main(argv: list[str] | None = None) -> int:
             cache_dir=str(cache_dir),
             budget=args.trials,
         )
+        failed = False
         placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)
         print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in COSTS), flush=True)
         while (config := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
             number = config["number"]
             label = f"{store.trials[number].user_attrs.get('family', '')} {_knobs(config['model'])}"
-            report = functools.partial(_print_row, number, label)
-            train_trial(config, placement, report=report)
-    return 0
+            try:
+                train_trial(config, placement, report=functools.partial(_print_row, number, label))
+            except Exception as error:  # noqa: BLE001 (a check: the next trials still run, the exit code says it)
+                first_line = (str(error).strip().splitlines() or [""])[0]
+                print(f"{number:>3} {label:<40} FAILED: {type(error).__name__}: {first_line}", flush=True)
+                failed = True
+    return 1 if failed else 0
 
 
 def _print_row(number: int, label: str, step: int, metrics: dict) -> None:  # noqa: ARG001 (a train report)

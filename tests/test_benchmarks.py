@@ -153,3 +153,19 @@ def test_resolution_reads_a_finished_study_and_states_both_criteria(smoke_run: d
     (best,) = [line for line in lines if line.startswith("  best: ")]
     assert re.search(r"\((t-interval over \d+ seeds|Wilson, one run on 64 examples)\)$", best)  # smoke: 64 validation examples
     assert lines[-1].split(":")[0].strip() in ("met", "NOT met")
+
+
+def test_first_trials_trains_a_preset_s_first_trials_family_by_family() -> None:
+    arguments = ("lra_sharing", "--preset", "smoke", "--trials", "3", "--steps", "10")
+    result = run_benchmark("benchmarks.first_trials", *arguments, timeout=300)
+    rows = [line for line in result.stdout.splitlines() if line[:3].strip().isdigit()]
+    assert [row.split()[1] for row in rows] == ["MHA", "DAMCHA", "DAMCHA"]  # the families take turns, one report each
+    assert all("FAILED" not in row for row in rows)
+
+
+def test_padded_attention_names_the_kernels_of_each_call() -> None:
+    result = run_benchmark("benchmarks.padded_attention", "--lengths", "32", "--tokens", "128", "--reps", "1", timeout=120)
+    rows = [line.split() for line in result.stdout.splitlines()[2:]]
+    calls = [(profile, call) for profile in ("bucketed", "uneven") for call in ("unpadded", "masked")]
+    assert [(row[1], row[3]) for row in rows] == calls
+    assert all(row[-1] == "flash_attention_for_cpu,flash_attention_for_cpu_backward" for row in rows)  # no varlen on CPUs
