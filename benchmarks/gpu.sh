@@ -30,7 +30,7 @@ part() {  # part SECONDS TITLE COMMAND...: run one check, note its exit status a
     "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
     part 150 "GPU tests" "$python" -m pytest -q -p no:cacheprovider tests/gpu tests/trainers/test_segments.py
     part 60 "padded attention kernels" "$python" -m benchmarks.padded_attention --lengths 1024 2048 4096
-    part 300 "full preset, first trials" "$python" -m benchmarks.first_trials lra_sharing --preset full --trials 2 \
+    part 330 "full preset, first trials" "$python" -m benchmarks.first_trials lra_sharing --preset full --trials 3 \
         --steps 600 --train-size 4000
     part 150 "training step, padded, eager bf16" "$python" -m benchmarks.train_step --lengths 1024 4096 --padded
     part 200 "training step, padded, compiled bf16" "$python" -m benchmarks.train_step --lengths 2048 --padded --compile \

@@ -1,5 +1,5 @@
 """What only a CUDA GPU can show: the kernels training takes, bf16 against the fp32 oracle,
-FlashAttention's variable-length kernel (the benchmarked alternative to the mask), and a
+FlashAttention's variable-length kernel (compiled models' path for padded batches), and a
 compiled bf16 training run. Skipped where there is no GPU (CI); ``benchmarks/gpu.sh``
 runs them on one."""
 
