@@ -367,64 +367,46 @@ generator depth.
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES),
     version=2,  # v2: the quick preset trains 4000 steps (v1: 2000)
-    presets={
-        preset.name: preset
-        for preset in (
-            Preset(
-                name="smoke",
-                description="a whole study in about 30 s on 2 CPU cores (what the tests run)",
-                task=CROSS_HEAD.preset("smoke").task,  # each preset trains as cross_head's does
-                train=CROSS_HEAD.preset("smoke").train,
-                fixed=CROSS_HEAD.preset("smoke").fixed,
-                domains={
-                    "d_model": Choice((32,)),
-                    "num_heads": Choice((1, 2)),
-                    "metric_rank": Choice((4,)),
-                    "sharing": Choice(("layer", "stack")),
-                    "generator_depth": Choice((0, 1)),
-                },
-                trials=6,
-                grace_steps=40,  # = steps: no early stopping (MQAR accuracy jumps late)
-                repeat_seeds=2,
-            ),
-            Preset(
-                name="quick",
-                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 12 minutes, seed repeats included",
-                task=CROSS_HEAD.preset("quick").task,
-                # cross_head's data and model, trained twice as long: at 2000 steps no design had started recalling
-                train=replace(CROSS_HEAD.preset("quick").train, steps=4000, warmup_steps=400, eval_every=1000),
-                fixed=CROSS_HEAD.preset("quick").fixed,
-                domains={
-                    "d_model": Choice((32, 64)),
-                    "num_heads": Choice((1, 2, 4)),
-                    "metric_rank": Choice((4, 8, 16)),
-                    "sharing": Choice(("layer", "stack")),
-                    "generator_depth": Choice((0, 1)),
-                },
-                trials=12,
-                grace_steps=4000,  # = steps: no early stopping (MQAR accuracy jumps late)
-                repeat_seeds=2,
-            ),
-            Preset(
-                name="full",
-                description="Zoology-scale MQAR (32 pairs in 256 tokens) on a GPU cluster, hundreds of trials",
-                task=CROSS_HEAD.preset("full").task,
-                train=CROSS_HEAD.preset("full").train,
-                fixed=CROSS_HEAD.preset("full").fixed,
-                domains={
-                    "d_model": Choice((64, 128, 256)),
-                    "num_heads": Choice((1, 2, 4, 8, 16)),
-                    "metric_rank": Choice((8, 16, 32, 64)),
-                    "sharing": Choice(("layer", "stack")),
-                    "generator_depth": Choice((0, 1, 2)),
-                },
-                trials=240,
-                cpus_per_trial=4,
-                gpus_per_trial=1,
-                grace_steps=10_000,
-                repeat_seeds=5,
-            ),
-        )
+    presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
+        "smoke": replace(
+            CROSS_HEAD.preset("smoke"),
+            description="a whole study in about 30 s on 2 CPU cores (what the tests run)",
+            domains={
+                "d_model": Choice((32,)),
+                "num_heads": Choice((1, 2)),
+                "metric_rank": Choice((4,)),
+                "sharing": Choice(("layer", "stack")),
+                "generator_depth": Choice((0, 1)),
+            },
+            trials=6,
+        ),
+        "quick": replace(
+            CROSS_HEAD.preset("quick"),
+            description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 12 minutes, seed repeats included",
+            # trained twice as long as cross_head's: at 2000 steps no design had started recalling
+            train=replace(CROSS_HEAD.preset("quick").train, steps=4000, warmup_steps=400, eval_every=1000),
+            domains={
+                "d_model": Choice((32, 64)),
+                "num_heads": Choice((1, 2, 4)),
+                "metric_rank": Choice((4, 8, 16)),
+                "sharing": Choice(("layer", "stack")),
+                "generator_depth": Choice((0, 1)),
+            },
+            trials=12,
+            grace_steps=4000,  # = steps: no early stopping (MQAR accuracy jumps late)
+        ),
+        "full": replace(
+            CROSS_HEAD.preset("full"),
+            description="Zoology-scale MQAR (32 pairs in 256 tokens) on a GPU cluster, hundreds of trials",
+            domains={
+                "d_model": Choice((64, 128, 256)),
+                "num_heads": Choice((1, 2, 4, 8, 16)),
+                "metric_rank": Choice((8, 16, 32, 64)),
+                "sharing": Choice(("layer", "stack")),
+                "generator_depth": Choice((0, 1, 2)),
+            },
+            trials=240,
+        ),
     },
 )
 

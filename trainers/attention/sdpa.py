@@ -7,7 +7,7 @@ or cuDNN attention on Hopper GPUs. A padded batch:
 - in a model compiled by ``torch.compile`` on a GPU, FlashAttention's variable-length
   kernel (``varlen_attention``), which takes no mask. On an H200 (PyTorch 2.11) a compiled
   ``full``-preset trial trained 5.9x faster than with the boolean mask (1174 against 200
-  examples/s, ``python -m benchmarks.first_trials``);
+  examples/s, ``python -m benchmarks.first_trials``, one run each);
 - otherwise SDPA with the boolean mask: cuDNN attention on Hopper, which ran 1.16-1.46x
   the variable-length kernel's speed in eager mode on length-bucketed batches there
   (``python -m benchmarks.padded_attention``), the memory-efficient kernel on older GPUs,
