@@ -25,6 +25,7 @@ import optuna
 import torch
 
 from storage import open_storage
+from storage.trials import QUALITIES
 from studies.ledger import Ledger
 from studies.plan import heartbeat_options
 from studies.registry import get_study
@@ -34,7 +35,6 @@ from studies.trainable import TrialDevice, train_trial
 from trainers.data.cache import default_cache_dir
 
 COSTS = (
-    ("val_accuracy", "val acc", "{:.3f}"),
     ("examples_per_s", "examples/s", "{:.0f}"),
     ("tokens_per_s", "tokens/s", "{:.0f}"),
     ("model_flops_utilisation", "MFU", "{:.1%}"),
@@ -44,9 +44,9 @@ COSTS = (
 )
 
 
-def _row(number: int, label: str, metrics: dict) -> str:
+def _row(number: int, label: str, columns: tuple, metrics: dict) -> str:
     values = []
-    for key, _, form in COSTS:
+    for key, _, form in columns:
         value = metrics.get(key)
         if key == "peak_memory_bytes" and value is not None:
             value /= 2**30
@@ -101,12 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         failed = False
         placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)
-        print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in COSTS), flush=True)
+        metric = study.objectives[0].metric  # the value that judges a trial: val acc, val bpb
+        columns = ((metric, f"val {QUALITIES[metric].short}", "{:.3f}"), *COSTS)
+        print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in columns), flush=True)
         while (config := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
             number = config["number"]
             label = f"{store.trials[number].user_attrs.get('family', '')} {_knobs(config['model'])}"
             try:
-                train_trial(config, placement, report=functools.partial(_print_row, number, label))
+                train_trial(config, placement, report=functools.partial(_print_row, number, label, columns))
             except Exception as error:  # noqa: BLE001 (a check: the next trials still run, the exit code says it)
                 first_line = (str(error).strip().splitlines() or [""])[0]
                 print(f"{number:>3} {label:<40} FAILED: {type(error).__name__}: {first_line}", flush=True)
@@ -114,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _print_row(number: int, label: str, step: int, metrics: dict) -> None:  # noqa: ARG001 (a train report)
-    print(_row(number, label, metrics), flush=True)
+def _print_row(number: int, label: str, columns: tuple, step: int, metrics: dict) -> None:  # noqa: ARG001 (a train report)
+    print(_row(number, label, columns, metrics), flush=True)
 
 
 def _knobs(model: dict) -> str:

@@ -1,11 +1,12 @@
 """Can a finished study tell designs apart? The two criteria a preset must meet, read from its store.
 
 (a) The verdict's 95% interval is at most 2 accuracy points wide on each side (half-width
-    ≤ 2), for every family compared.
+    ≤ 2), for every family compared (a study of another objective: the half-width is
+    printed in its unit, against no target).
 (b) The best and the worst complete configurations differ by more than their intervals:
     over their seeds where they have two or more (a t-interval), else the
     single run's 95% Wilson interval for the predictions its accuracy counts (the trial's
-    ``val_count``: examples, or for MQAR the queried positions).
+    ``val_count``: examples, or for MQAR the queried positions; accuracy studies only).
 
     python -m benchmarks.resolution lra_sharing-quick-v2                 # the default store
     python -m benchmarks.resolution NAME --storage sqlite:///path/to/store.db
@@ -21,7 +22,7 @@ import pandas as pd
 
 from reports.analysis import configurations, verdict
 from storage import open_storage
-from storage.trials import knob_columns, trials_frame
+from storage.trials import knob_columns, quality, trials_frame
 
 Z_95 = 1.959963984540054
 HALF_WIDTH_POINTS = 2.0
@@ -53,7 +54,7 @@ def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
     """A configuration's 95% interval of accuracy, and what it is over."""
     if config["seeds"] >= 2:
         return float(config["ci_low"]), float(config["ci_high"]), f"t-interval over {config['seeds']} seeds"
-    low, high = wilson_interval(float(config["mean_accuracy"]), examples)
+    low, high = wilson_interval(float(config["mean"]), examples)
     return low, high, f"Wilson, one run on {examples} examples"
 
 
@@ -64,19 +65,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage, read_only=True))
     frame = trials_frame(study)
+    measured = quality(frame)
     answer = verdict(frame)
     print(f"verdict: {answer.sentence}\n")
-    print("(a) the verdict's 95% half-width, per family compared (target <= 2 points):")
+    target = f"target <= {HALF_WIDTH_POINTS:g} points" if measured.percent else f"in {measured.unit}, no target"
+    print(f"(a) the verdict's 95% half-width, per family compared ({target}):")
     for comparison in answer.comparisons:
         low, high = comparison.interval
         half = (high - low) / 2
-        met = "met" if half <= HALF_WIDTH_POINTS else "NOT met"
-        print(f"  {comparison.family}: {half:.2f} points ({comparison.method}, {comparison.seeds[0]} seeds): {met}")
+        met = ("met" if half <= HALF_WIDTH_POINTS else "NOT met") if measured.percent else "measured"
+        unit = "points" if measured.percent else measured.unit
+        shown = f"{half:.{measured.decimals + 1}f} {unit}"
+        print(f"  {comparison.family}: {shown} ({comparison.method}, {comparison.seeds[0]} seeds): {met}")
     configs = configurations(frame, knob_columns(frame))
     if len(configs) < 2:
         print("(b) fewer than two complete configurations")
         return 0
-    ranked = configs.sort_values("mean_accuracy")
+    if not measured.percent:
+        print(f"(b) needs an accuracy (single runs' Wilson intervals); this study measures {measured.label}")
+        return 0
+    ranked = configs.sort_values("mean")
     worst, best = ranked.iloc[0], ranked.iloc[-1]
     try:
         best_low, best_high, best_how = interval(best, validation_count(frame, study, best))
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         ("best", best, best_low, best_high, best_how),
         ("worst", worst, worst_low, worst_high, worst_how),
     ):
-        print(f"  {name}: {config['family']} {100 * config['mean_accuracy']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({how})")
+        print(f"  {name}: {config['family']} {100 * config['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({how})")
     gap = 100 * (best_low - worst_high)
     print(f"  {'met' if gap > 0 else 'NOT met'}: {gap:+.1f} points between the intervals")
     return 0

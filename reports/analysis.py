@@ -15,13 +15,26 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from storage import masked_url
-from storage.trials import ACCURACY, FLOPS, best, configuration_key, family_of, knob_columns, outcome, search_runs
+from storage.trials import (
+    FLOPS,
+    SCORE,
+    Quality,
+    best,
+    configuration_key,
+    family_of,
+    knob_columns,
+    outcome,
+    quality,
+    quality_of,
+    search_runs,
+)
 
 VERDICT_ATTRIBUTE = "verdict"  # the study's user attribute holding ``verdict(...).sentence`` after a run
 
 
 def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
-    """Complete trials grouped by configuration: mean accuracy over seeds with a 95% interval.
+    """Complete trials grouped by configuration: the mean of the study's first objective (its
+    ``Quality``: accuracy, bits per byte ...) over seeds, with a 95% interval.
 
     Args:
         frame: ``storage.trials.trials_frame``.
@@ -29,23 +42,23 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
 
     Returns:
         One row per configuration: ``config``, ``family``, ``baseline``, the knobs, ``seeds`` (count),
-        ``accuracies`` (list), ``mean_accuracy``, ``ci_low``/``ci_high`` (t-interval of the
-        mean; NaN with one seed), ``fresh`` (the accuracy of each fresh-seed repeat, by its
-        ``repeat_index``), ``search_accuracy`` and ``number`` (its best run in the search
-        itself, which selected it; its best repeat when it has only repeats),
-        ``flops_per_example``, ``parameters``, ``examples_per_s``,
-        ``numbers`` (trial numbers).
+        ``values`` (list), ``mean``, ``ci_low``/``ci_high`` (t-interval of the mean; NaN with
+        one seed), ``fresh`` (the value of each fresh-seed repeat, by its ``repeat_index``),
+        ``search_value``, ``search_score`` and ``number`` (its best run in the search itself,
+        which selected it; its best repeat when it has only repeats), ``flops_per_example``,
+        ``parameters``, ``examples_per_s``, ``numbers`` (trial numbers). ``attrs`` hold the ``Quality``.
     """
+    measured = quality(frame)
     complete = frame[frame["state"] == "COMPLETE"].copy()
     if complete.empty:
-        return pd.DataFrame(
-            columns=["config", "family", "baseline", *knobs, "seeds", "mean_accuracy", "ci_low", "ci_high", FLOPS]
-        )
+        empty = pd.DataFrame(columns=["config", "family", "baseline", *knobs, "seeds", "mean", "ci_low", "ci_high", FLOPS])
+        empty.attrs["quality"] = measured
+        return empty
     complete["config"] = [configuration_key({k: row.get(k) for k in knobs}) for _, row in complete.iterrows()]
     rows = []
     for key, group in complete.groupby("config", sort=False):
-        accuracies = group[ACCURACY].astype(float).to_numpy()
-        low, high = mean_interval(accuracies)
+        values = group[measured.column].astype(float).to_numpy()
+        low, high = mean_interval(values)
         first = group.iloc[0]
         searched = group[search_runs(group)]
         chosen = best(searched) if not searched.empty else best(group)  # the run the search judged it by
@@ -55,15 +68,16 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 "family": first["family"],
                 "baseline": bool(first["baseline"]),
                 **{k: first.get(k) for k in knobs},
-                "seeds": len(accuracies),
-                "accuracies": accuracies.tolist(),
+                "seeds": len(values),
+                "values": values.tolist(),
                 "fresh": {
-                    int(index): float(accuracy)
-                    for index, accuracy in zip(group["repeat_index"], group[ACCURACY], strict=True)
+                    int(index): float(value)
+                    for index, value in zip(group["repeat_index"], group[measured.column], strict=True)
                     if pd.notna(index)
                 },
-                "mean_accuracy": float(accuracies.mean()),
-                "search_accuracy": float(chosen[ACCURACY]),
+                "mean": float(values.mean()),
+                "search_value": float(chosen[measured.column]),
+                "search_score": float(chosen[SCORE]),
                 "number": int(chosen["number"]),
                 "ci_low": low,
                 "ci_high": high,
@@ -73,7 +87,9 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 "numbers": group["number"].tolist(),
             }
         )
-    return pd.DataFrame(rows)
+    configs = pd.DataFrame(rows)
+    configs.attrs["quality"] = measured
+    return configs
 
 
 # Student's t, 0.975 quantile (two-sided 95%), for 1..30, 40, 60 and 120 degrees of freedom.
@@ -93,13 +109,13 @@ def t_quantile(degrees_of_freedom: float) -> float:
     return T_975[max(rows)] if degrees_of_freedom <= max(T_975) else NORMAL_975
 
 
-# Accuracies closer than this are the same count of correct examples (float rounding of k/n).
-SAME_ACCURACY = 1e-9
+# Values closer than this are the same (accuracies: the same count of correct examples, up to float rounding of k/n).
+SAME_VALUE = 1e-9
 
 
 def _varies(values: np.ndarray) -> bool:
     """Whether the values spread at all: with none, a t statistic is undefined (0/0), not infinitely sure."""
-    return float(np.ptp(values)) > SAME_ACCURACY
+    return float(np.ptp(values)) > SAME_VALUE
 
 
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
@@ -135,9 +151,11 @@ class Comparison:
     Attributes:
         family: The family's label.
         candidate, baseline: The two configurations (rows of ``configurations``).
-        candidate_accuracy, baseline_accuracy: Their mean accuracies over the seeds compared.
-        gain_points: The difference, in accuracy points.
-        interval: Its 95% interval in points (NaN without two fresh seeds each, or when they do not vary).
+        quality: What the values measure.
+        candidate_value, baseline_value: Their means over the seeds compared.
+        difference: ``candidate - baseline`` in the quality's shown unit (accuracy points,
+            bits per byte); which sign is better follows ``quality.maximize``.
+        interval: Its 95% interval in that unit (NaN without two fresh seeds each, or when they do not vary).
         method: How the seeds were compared: ``paired`` (fresh seeds both trained on),
             ``unpaired`` (fresh seeds of each) or ``uncorrected`` (the selected runs alone).
         seeds: How many seeds each side contributed.
@@ -146,9 +164,10 @@ class Comparison:
     family: str
     candidate: pd.Series
     baseline: pd.Series
-    candidate_accuracy: float
-    baseline_accuracy: float
-    gain_points: float
+    quality: Quality
+    candidate_value: float
+    baseline_value: float
+    difference: float
     interval: tuple[float, float]
     method: str
     seeds: tuple[int, int]
@@ -172,22 +191,23 @@ def headline(configs: pd.DataFrame) -> Headline:
     """Each non-baseline family's best configuration at or below the best baseline's FLOPs (or,
     when it has none, its best at any cost, said so), against that baseline.
 
-    "Best" is as the search found it (``search_accuracy``: the configurations that seed
+    "Best" is as the search found it (``search_score``: the configurations that seed
     repeats train again); the comparison then rests on their fresh seeds (``_compare``)
     and is called significant when its 95% interval excludes zero.
     """
+    measured = quality(configs)
     baselines = configs[configs["baseline"]] if not configs.empty else configs
     if baselines.empty:
         return Headline("No baseline configuration completed, so there is no comparison yet.")
-    reference = best(baselines, "search_accuracy")  # the rule that chose what seed repeats measure
+    reference = best(baselines, "search_score")  # the rule that chose what seed repeats measure
     name = reference["family"]
     sentences, comparisons = [], []
     for family, group in configs[~configs["baseline"]].groupby("family", sort=False):
         cheaper = group[group[FLOPS] <= reference[FLOPS]]
         # A family that never ran at the baseline's cost (a mix of all heads' keys costs H× MHA's
         # scores) is still compared, at its own cost, which the sentence states.
-        candidate = best(group if cheaper.empty else cheaper, "search_accuracy")
-        comparison = _compare(family, candidate, reference)
+        candidate = best(group if cheaper.empty else cheaper, "search_score")
+        comparison = _compare(family, candidate, reference, measured)
         comparisons.append(comparison)
         sentences.append(_sentence(comparison, name))
     if not sentences:
@@ -195,7 +215,7 @@ def headline(configs: pd.DataFrame) -> Headline:
     return Headline(" ".join(sentences), tuple(comparisons))
 
 
-def _compare(family: str, candidate: pd.Series, baseline: pd.Series) -> Comparison:
+def _compare(family: str, candidate: pd.Series, baseline: pd.Series, measured: Quality) -> Comparison:
     """Compare on fresh seeds, which the selection never saw: paired where both trained on the same ones.
 
     The selected runs (best of many single-seed trials) overstate their configuration, so
@@ -212,19 +232,22 @@ def _compare(family: str, candidate: pd.Series, baseline: pd.Series) -> Comparis
         low, high = difference_interval(ours, theirs)
         method, seeds = "unpaired", (len(ours), len(theirs))
     else:
-        ours, theirs = np.array(candidate["accuracies"]), np.array(baseline["accuracies"])
+        ours, theirs = np.array(candidate["values"]), np.array(baseline["values"])
         low = high = float("nan")
         method, seeds = "uncorrected", (len(ours), len(theirs))
-    gain = 100 * (ours.mean() - theirs.mean())
+    difference = measured.scaled(float(ours.mean() - theirs.mean()))
+    interval = (measured.scaled(low), measured.scaled(high))
     return Comparison(
-        family, candidate, baseline, float(ours.mean()), float(theirs.mean()), gain, (100 * low, 100 * high), method, seeds
+        family, candidate, baseline, measured, float(ours.mean()), float(theirs.mean()), difference, interval, method, seeds
     )
 
 
 def _sentence(comparison: Comparison, baseline_family: str) -> str:
-    """One comparison in words: gain, accuracies, and the interval with its test, or why there is none."""
-    candidate, baseline, gain = comparison.candidate, comparison.baseline, comparison.gain_points
-    verb = "gains" if gain >= 0 else "trails by"
+    """One comparison in words: lead or lag, the two values, and the interval with its test, or why there is none."""
+    candidate, baseline, measured = comparison.candidate, comparison.baseline, comparison.quality
+    difference, decimals = comparison.difference, measured.decimals
+    ahead = difference >= 0 if measured.maximize else difference <= 0
+    verb = ("gains" if measured.maximize else "leads by") if ahead else "trails by"
     ratio = candidate[FLOPS] / baseline[FLOPS]
     if ratio <= 1:
         lead = f"The best {comparison.family} at ≤ {baseline_family}'s FLOPs ({ratio:.2f}× its FLOPs)"
@@ -234,8 +257,9 @@ def _sentence(comparison: Comparison, baseline_family: str) -> str:
             f"{baseline[FLOPS]:.3g} FLOPs per example; its best ({ratio:.2f}× those FLOPs)"
         )
     sentence = (
-        f"{lead} {verb} {abs(gain):.1f} accuracy points against the best {baseline_family} "
-        f"({100 * comparison.candidate_accuracy:.1f}% vs {100 * comparison.baseline_accuracy:.1f}%"
+        f"{lead} {verb} {abs(difference):.{decimals}f} {measured.unit} against the best {baseline_family} "
+        f"({measured.shown(comparison.candidate_value)} vs {measured.shown(comparison.baseline_value)}"
+        + ("" if measured.percent else f" {measured.label}")
     )
     if comparison.method == "uncorrected":
         return sentence + (
@@ -251,18 +275,20 @@ def _sentence(comparison: Comparison, baseline_family: str) -> str:
     if np.isnan(low):  # two seeds or more that do not vary (a coarse validation set): no interval
         return sentence + f" on fresh seeds; the {test} is undefined, the seeds not varying at all: not established)."
     significant = "significant" if low > 0 or high < 0 else "not significant"
-    return sentence + f" on fresh seeds; 95% CI {low:+.1f} to {high:+.1f} points, {test}: {significant})."
+    unit = "points" if measured.percent else measured.unit
+    interval = f"95% CI {low:+.{decimals}f} to {high:+.{decimals}f} {unit}"
+    return sentence + f" on fresh seeds; {interval}, {test}: {significant})."
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
-    """Intermediate values of some trials, long format: ``number``, ``step``, ``val_accuracy``, ``state``,
-    ``family``, ``baseline``."""
+    """Intermediate values of some trials (the study's first objective), long format: ``number``,
+    ``step``, ``value``, ``state``, ``family``, ``baseline``."""
     wanted = set(numbers)
     rows = [
         {
             "number": t.number,
             "step": step,
-            ACCURACY: value,
+            "value": value,
             "state": t.state.name,
             "family": family_of(t),
             "baseline": bool(t.user_attrs.get("baseline")),
@@ -271,20 +297,21 @@ def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
         if t.number in wanted
         for step, value in sorted(t.intermediate_values.items())
     ]
-    return pd.DataFrame(rows, columns=["number", "step", ACCURACY, "state", "family", "baseline"])
+    return pd.DataFrame(rows, columns=["number", "step", "value", "state", "family", "baseline"])
 
 
 def importances(study: optuna.Study) -> dict[str, float]:
-    """Knob importances for validation accuracy (Optuna's default PED-ANOVA evaluator); empty when too few trials."""
+    """Knob importances for the study's first objective (Optuna's default PED-ANOVA evaluator); empty when too few trials."""
     results = [t for t in study.get_trials(deepcopy=False) if outcome(t) == "COMPLETE"]  # infeasible ones are no result
     if len(results) < 3:
         return {}
     only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input
     only_results.add_trials(results)
-    try:  # PED-ANOVA explains low target values: negate the accuracy, which the study maximises
+    sign = quality_of(study).sign
+    try:  # PED-ANOVA explains low target values: negate a value the study maximises
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "few trials per regime": expected in small studies
-            return optuna.importance.get_param_importances(only_results, target=lambda trial: -trial.values[0])
+            return optuna.importance.get_param_importances(only_results, target=lambda trial: -sign * trial.values[0])
     except (ValueError, RuntimeError, ZeroDivisionError):
         return {}
 

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from storage.trials import ACCURACY, FLOPS, family_order, knob_columns, pareto_mask
+from storage.trials import FLOPS, family_order, knob_columns, pareto_mask, quality
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -34,11 +34,12 @@ def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def hover_text(row: pd.Series, knobs: list[str]) -> str:
-    """Every knob (``knobs``: the frame's knob columns) and cost of a trial, HTML-escaped, one per line."""
+def hover_text(row: pd.Series, knobs: list[str], column: str) -> str:
+    """Every knob (``knobs``: the frame's knob columns), the value of ``column`` (the study's
+    first objective) and the costs of a trial, HTML-escaped, one per line."""
     lines = [f"trial {row['number']}: {row['family']} ({row['state'].lower()})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
-    lines.append(f"val accuracy = {row[ACCURACY]:.4f}")
+    lines.append(f"{column} = {row[column]:.4f}")
     for name, unit in (
         (FLOPS, "FLOPs/example"),
         ("parameters", "parameters"),
@@ -59,10 +60,10 @@ def families(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
-    """Accuracy against one cost: each family's trials and its front (the baseline's dashed, crosses)."""
+    """The study's first objective against one cost: each family's trials and its front (the baseline's dashed, crosses)."""
     figure = go.Figure()
-    knobs = knob_columns(frame)
-    shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[ACCURACY].notna()]
+    knobs, measured = knob_columns(frame), quality(frame)
+    shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[measured.column].notna()]
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
     for family, color in families(shown).items():
         rows = shown[shown["family"] == family]
@@ -76,29 +77,30 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
             figure.add_trace(
                 go.Scatter(
                     x=subset[x],
-                    y=subset[ACCURACY],
+                    y=subset[measured.column],
                     mode="markers",
                     name=html.escape(name),
                     legendgroup=family,
                     marker=marker,
-                    hovertext=[hover_text(row, knobs) for _, row in subset.iterrows()],
+                    hovertext=[hover_text(row, knobs, measured.column) for _, row in subset.iterrows()],
                     hoverinfo="text",
                 )
             )
         front = rows[pareto_mask(rows, x=x)].sort_values(x)
-        xs, ys = front[x].tolist(), front[ACCURACY].tolist()
+        xs, ys = front[x].tolist(), front[measured.column].tolist()
         if ys and pd.notna(right_edge) and right_edge > xs[-1]:
             xs, ys = [*xs, right_edge], [*ys, ys[-1]]  # a front holds to the right: more cost buys at least as much
         line = {"color": color, "width": 2 if baseline else 3, "shape": "hv"} | ({"dash": "dash"} if baseline else {})
         name = html.escape(f"{family} front" + (" (reference)" if baseline else ""))
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=family, line=line, hoverinfo="skip"))
-    figure.update_layout(title=title, xaxis_title=AXES[x], yaxis_title="validation accuracy", xaxis_type="log", **LAYOUT)
+    figure.update_layout(title=title, xaxis_title=AXES[x], yaxis_title=measured.label, xaxis_type="log", **LAYOUT)
     return figure
 
 
 def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
-    """Accuracy of the complete trials of each non-baseline family by each knob's value; the best baseline as a line."""
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+    """The first objective of each non-baseline family's complete trials by each knob's value; the best baseline as a line."""
+    measured = quality(frame)
+    complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna()]
     compared = complete[~complete["baseline"]]
     hover_knobs = knob_columns(frame)
     knobs = [k for k in knobs if k in compared.columns and compared[k].notna().any()]
@@ -108,7 +110,8 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
         figure.update_layout(title="Knob effects", **LAYOUT)
         return figure
     figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=knobs, horizontal_spacing=0.04)
-    best_baseline = complete.loc[complete["baseline"], ACCURACY].max()
+    baselines = complete.loc[complete["baseline"], measured.column]
+    best_baseline = baselines.max() if measured.maximize else baselines.min()
     colors = {family: color for family, color in families(complete).items() if family in set(compared["family"])}
     for column, knob in enumerate(knobs, start=1):
         for family, color in colors.items():
@@ -116,7 +119,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
             figure.add_trace(
                 go.Box(
                     x=rows[knob].astype(str),
-                    y=rows[ACCURACY],
+                    y=rows[measured.column],
                     boxpoints="all",
                     jitter=0.3,
                     pointpos=0,
@@ -125,7 +128,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
                     offsetgroup=family,
                     showlegend=column == 1,
                     marker={"color": color},
-                    hovertext=[hover_text(row, hover_knobs) for _, row in rows.iterrows()],
+                    hovertext=[hover_text(row, hover_knobs, measured.column) for _, row in rows.iterrows()],
                     hoverinfo="text",
                 ),
                 row=1,
@@ -139,17 +142,15 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
         figure.update_xaxes(
             type="category", categoryorder="array", categoryarray=[str(v) for v in order], title_text=knob, row=1, col=column
         )
-    figure.update_yaxes(title_text="validation accuracy", row=1, col=1)
+    figure.update_yaxes(title_text=measured.label, row=1, col=1)
     figure.update_layout(title="Knob effects by family: complete trials (dashed: best baseline)", boxmode="group", **LAYOUT)
     return figure
 
 
 def curves_figure(
-    curves: pd.DataFrame,
-    title: str = "Learning curves: each family's front and best configuration",
-    y_title: str = "validation accuracy",
+    curves: pd.DataFrame, y_title: str, title: str = "Learning curves: each family's front and best configuration"
 ) -> go.Figure:
-    """Intermediate values (validation accuracy) against step, coloured by family; pruned trials dotted."""
+    """Intermediate values (``reports.analysis.learning_curves``) against step, coloured by family; pruned trials dotted."""
     figure = go.Figure()
     colors = families(curves.drop_duplicates("number")) if not curves.empty else {}
     for number, curve in curves.groupby("number", sort=True):
@@ -158,7 +159,7 @@ def curves_figure(
         figure.add_trace(
             go.Scatter(
                 x=curve["step"],
-                y=curve[ACCURACY],
+                y=curve["value"],
                 mode="lines+markers",
                 name=html.escape(label),
                 line={"color": colors.get(family, COLORS["pruned"]), "dash": "dot" if state == "PRUNED" else "solid"},
@@ -169,12 +170,12 @@ def curves_figure(
     return figure
 
 
-def importance_figure(importances: dict[str, float]) -> go.Figure:
-    """Horizontal bars of knob importances for validation accuracy."""
+def importance_figure(importances: dict[str, float], target: str) -> go.Figure:
+    """Horizontal bars of knob importances for ``target`` (the study's first objective)."""
     names = list(importances)[::-1]
     figure = go.Figure(go.Bar(x=[importances[n] for n in names], y=names, orientation="h", marker={"color": COLORS["damcha"]}))
     figure.update_layout(
-        title="Knob importance for validation accuracy (Optuna PED-ANOVA)",
+        title=f"Knob importance for {target} (Optuna PED-ANOVA)",
         xaxis_title="importance (share of the total)",
         **LAYOUT,
     )
@@ -182,29 +183,32 @@ def importance_figure(importances: dict[str, float]) -> go.Figure:
 
 
 def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
-    """Several studies' family fronts on one set of axes (accuracy against FLOPs; baselines dashed)."""
+    """Several studies' family fronts on one set of axes (first objective against FLOPs; baselines dashed).
+
+    Studies whose first objectives differ share the axes only in name: the y axis names each one.
+    """
     figure = go.Figure()
     for study_name, frame in frames.items():
-        knobs = knob_columns(frame)
-        complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna()]
+        knobs, measured = knob_columns(frame), quality(frame)
+        complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna()]
         for family in families(complete):
             rows = complete[complete["family"] == family]
             front = rows[pareto_mask(rows)].sort_values(FLOPS)
             figure.add_trace(
                 go.Scatter(
                     x=front[FLOPS],
-                    y=front[ACCURACY],
+                    y=front[measured.column],
                     mode="lines+markers",
                     name=html.escape(f"{study_name}: {family} front"),
                     line={"dash": "dash" if rows["baseline"].iloc[0] else "solid", "shape": "hv"},
-                    hovertext=[hover_text(row, knobs) for _, row in front.iterrows()],
+                    hovertext=[hover_text(row, knobs, measured.column) for _, row in front.iterrows()],
                     hoverinfo="text",
                 )
             )
     figure.update_layout(
         title="Pareto fronts of several studies",
         xaxis_title=AXES[FLOPS],
-        yaxis_title="validation accuracy",
+        yaxis_title=" / ".join(dict.fromkeys(quality(frame).label for frame in frames.values())),
         xaxis_type="log",
         **LAYOUT,
     )

@@ -30,7 +30,7 @@ from reports.figures import (
     with_time_column,
 )
 from storage import masked_url
-from storage.trials import FLOPS, family_budgets, family_fronts, knob_columns, trials_frame
+from storage.trials import FLOPS, Quality, family_budgets, family_fronts, knob_columns, quality, trials_frame
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
@@ -68,6 +68,11 @@ def _knob_text(value: object) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+def _value_header(measured: Quality) -> str:
+    """The fronts table's column of the first objective: ``accuracy % (95% CI)``, ``validation bits per byte (95% CI)``."""
+    return "accuracy % (95% CI)" if measured.percent else f"{measured.label} (95% CI)"
+
+
 def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
     """Configurations on their family's front, mean ± 95% CI over seeds, with their ``knobs``.
 
@@ -75,16 +80,22 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
     """
     if configs.empty:
         return "<p>No complete trials yet.</p>"
+    measured = quality(configs)
+    decimals = measured.decimals
+
+    def number(value: float) -> str:
+        return f"{measured.scaled(value):.{decimals}f}"
+
     keep = configs[configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
     rows = []
     for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
-        interval = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        interval = "" if pd.isna(row["ci_low"]) else f" [{number(row['ci_low'])}, {number(row['ci_high'])}]"
         repeated = "*" if row["seeds"] > 1 else ""
         rows.append(
             {
                 "family": row["family"],
                 **{k: _knob_text(row.get(k)) for k in knobs},
-                "accuracy % (95% CI)": f"{100 * row['mean_accuracy']:.1f}{interval}{repeated}",
+                _value_header(measured): f"{number(row['mean'])}{interval}{repeated}",
                 "seeds": row["seeds"],
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
                 "parameters": _knob_text(row["parameters"]),
@@ -106,22 +117,23 @@ def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "
     frame = with_time_column(trials_frame(study))
     if _foreign(study):
         return foreign_report_html(study, storage_url, plotlyjs=plotlyjs)
-    knobs = knob_columns(frame)
+    knobs, measured = knob_columns(frame), quality(frame)
+    what = measured.label[0].upper() + measured.label[1:]
     effects = [k for k in knobs if k != "attention"]
     configs = configurations(frame, knobs)
     answer = verdict(frame)
     front_numbers = set(frame[family_fronts(frame)]["number"]) if not frame.empty else set()
     name = study.study_name
     figures = {
-        "pareto-figure": pareto_figure(frame, FLOPS, "Accuracy against forward FLOPs per example"),
-        "pareto-parameters": pareto_figure(frame, "parameters", "Accuracy against parameters"),
-        "pareto-time": pareto_figure(frame, SECONDS_PER_1K, "Accuracy against measured training time"),
+        "pareto-figure": pareto_figure(frame, FLOPS, f"{what} against forward FLOPs per example"),
+        "pareto-parameters": pareto_figure(frame, "parameters", f"{what} against parameters"),
+        "pareto-time": pareto_figure(frame, SECONDS_PER_1K, f"{what} against measured training time"),
         "knob-effects": knob_effects_figure(frame, effects),
-        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers))),
+        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers)), measured.label),
     }
     importance = importances(study)
     if importance:
-        figures["importances"] = importance_figure(importance)
+        figures["importances"] = importance_figure(importance, measured.label)
     divs = dict(zip(figures, _figures_html(list(figures.items()), plotlyjs), strict=True))
     attributes = study.user_attrs
     settings = {key: attributes[key] for key in ("task", "preset", "budget", "search_space", "objectives") if key in attributes}
@@ -173,7 +185,7 @@ def foreign_report_html(
         for t in trials
     ]
     curves = learning_curves(study, [t.number for t in trials])
-    figures = {"learning-curves": curves_figure(curves, "Learning curves (intermediate values)", "intermediate value")}
+    figures = {"learning-curves": curves_figure(curves, "intermediate value", "Learning curves (intermediate values)")}
     (curves_div,) = _figures_html(list(figures.items()), plotlyjs)
     directions = ", ".join(f"{name} ({d.name.lower()})" for name, d in zip(objectives, study.directions, strict=True))
     store = {"study": study.study_name, "store": masked_url(storage_url), "trials": len(trials), "objectives": directions}
@@ -181,7 +193,7 @@ def foreign_report_html(
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head><body>
 <h1>{name}</h1>
-<p class="headline">This study was not created by DAMCHA Studies: it records no accuracy/FLOPs objectives, MHA
+<p class="headline">This study was not created by DAMCHA Studies: it records no attention families, MHA
 baselines or costs, so there are no Pareto fronts, knob effects or verdict to show. Its trials' values and parameters
 and their learning curves follow.</p>
 <h2>Trials</h2>{pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="") if rows else "<p>(no trials)</p>"}

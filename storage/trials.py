@@ -7,6 +7,7 @@ reports: no plotting here (plots are thin builders over these frames).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -14,6 +15,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
+SCORE = "score"  # frame column: the study's first objective, signed so that larger is better
 INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
@@ -31,6 +33,8 @@ ATTRIBUTE_COLUMNS = (
     "device",
     "reached_step",
     "val_count",
+    "val_loss",
+    "val_perplexity",
     "pruned_at_step",
     "error",
     INFEASIBLE_ATTRIBUTE,
@@ -45,6 +49,73 @@ ATTRIBUTE_COLUMNS = (
 # heartbeat stopped (a finished trial takes no more attributes; every other failure records one).
 LOST_DRIVER_ERROR = "its driver stopped sending heartbeats (killed or lost); another driver failed it and queued a retry"
 KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
+QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values measure
+
+
+@dataclass(frozen=True)
+class Quality:
+    """A study's first objective (what its trials are judged by) as the product shows it.
+
+    Attributes:
+        column: The reported metric, and the trial frame's column holding it.
+        maximize: Whether larger is better.
+        label: Axis and table label (``validation accuracy``).
+        short: One-line label (``acc``).
+        unit: The unit of a difference between two values (``accuracy points``).
+        percent: Values show as percentages and differences in points (×100).
+        decimals: Decimals of a shown value or difference.
+    """
+
+    column: str
+    maximize: bool
+    label: str
+    short: str
+    unit: str
+    percent: bool = False
+    decimals: int = 3
+
+    @property
+    def sign(self) -> float:
+        """+1 or -1: the factor that turns a value into a score (larger is better)."""
+        return 1.0 if self.maximize else -1.0
+
+    def scaled(self, value: float) -> float:
+        """A value or difference in the unit it is shown in (accuracy: percent or points)."""
+        return 100 * value if self.percent else value
+
+    def shown(self, value: float) -> str:
+        """A value as reports write it: ``34.2%``, ``1.234``."""
+        return f"{self.scaled(value):.{self.decimals}f}" + ("%" if self.percent else "")
+
+
+QUALITIES = {
+    quality.column: quality
+    for quality in (
+        Quality(ACCURACY, True, "validation accuracy", "acc", "accuracy points", percent=True, decimals=1),
+        Quality("val_bits_per_byte", False, "validation bits per byte", "bpb", "bits per byte"),
+    )
+}
+
+
+def quality_of(study: optuna.Study) -> Quality:
+    """The ``Quality`` of a study's first objective, from the metric name it recorded.
+
+    A metric this product does not know is shown under its own name; a study without
+    metric names that maximises is taken to be one of this product's accuracy studies.
+    """
+    direction = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    names = study.metric_names
+    if names is None:
+        return QUALITIES[ACCURACY] if direction else Quality("value", False, "objective value", "value", "")
+    name = names[0]
+    if name in QUALITIES and QUALITIES[name].maximize == direction:
+        return QUALITIES[name]
+    return Quality(name, direction, name, name, "")
+
+
+def quality(frame: pd.DataFrame) -> Quality:
+    """The ``Quality`` a trial frame's values measure (accuracy for a frame not from ``trials_frame``)."""
+    return frame.attrs.get(QUALITY_ATTRIBUTE, QUALITIES[ACCURACY])
 
 
 def outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -81,9 +152,12 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial that started (queued trials are not results yet).
 
     Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (Optuna params; ``knob_columns`` names
-    them), the attributes in ``ATTRIBUTE_COLUMNS`` and ``val_accuracy``: the final value
-    of a complete trial, the last reported value of a pruned one (``state`` tells which).
+    them), the attributes in ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
+    its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
+    reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
+    so that larger is better. ``frame.attrs`` hold the knob columns and the ``Quality``.
     """
+    measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
     rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
     for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
@@ -94,32 +168,32 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             row["error"] = LOST_DRIVER_ERROR
         row["family"] = family_of(trial)
         if row["state"] == "COMPLETE":
-            row[ACCURACY] = trial.values[0]
+            row[measured.column] = trial.values[0]
         elif trial.intermediate_values:
-            row[ACCURACY] = trial.intermediate_values[max(trial.intermediate_values)]
+            row[measured.column] = trial.intermediate_values[max(trial.intermediate_values)]
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for name in ("number", "state", ACCURACY, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
+    for name in ("number", "state", measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
         if name not in frame.columns:
-            frame[name] = pd.Series(dtype=float if name == ACCURACY else object)
+            frame[name] = pd.Series(dtype=float if name == measured.column else object)
+    frame[SCORE] = measured.sign * frame[measured.column].astype(float)
     frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
     knobs = [name for name in knobs if any(name in row for row in rows)]
     for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None
         frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
     frame.attrs[KNOBS_ATTRIBUTE] = knobs
+    frame.attrs[QUALITY_ATTRIBUTE] = measured
     return frame
 
 
 def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
-    """Complete trials that no other complete trial beats on accuracy and cost ``x`` together."""
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & frame[x].notna()]
+    """Complete trials that no other complete trial beats on score and cost ``x`` together."""
+    complete = frame[(frame["state"] == "COMPLETE") & frame[SCORE].notna() & frame[x].notna()]
     cost = complete[x].astype(float)
     mask = pd.Series(False, index=frame.index)
     for index, row in complete.iterrows():
         dominated = (
-            (complete[ACCURACY] >= row[ACCURACY])
-            & (cost <= float(row[x]))
-            & ((complete[ACCURACY] > row[ACCURACY]) | (cost < float(row[x])))
+            (complete[SCORE] >= row[SCORE]) & (cost <= float(row[x])) & ((complete[SCORE] > row[SCORE]) | (cost < float(row[x])))
         )
         mask[index] = not dominated.any()
     return mask
@@ -136,7 +210,7 @@ def search_runs(frame: pd.DataFrame) -> pd.Series:
 
 
 def family_fronts(frame: pd.DataFrame) -> pd.Series:
-    """Complete trials on their own family's Pareto front (accuracy against FLOPs)."""
+    """Complete trials on their own family's Pareto front (score against FLOPs)."""
     mask = pd.Series(False, index=frame.index)
     for _, rows in frame.groupby("family", sort=False):
         mask |= pareto_mask(rows).reindex(frame.index, fill_value=False)
@@ -168,13 +242,14 @@ def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best(rows: pd.DataFrame, accuracy: str = ACCURACY) -> pd.Series:
-    """The most accurate row; a tie goes to fewer FLOPs, then to the earlier trial (``number``).
+def best(rows: pd.DataFrame, score: str = SCORE) -> pd.Series:
+    """The row of the highest ``score`` (the study's first objective, signed so that larger is
+    better); a tie goes to fewer FLOPs, then to the earlier trial (``number``).
 
     One rule for every "best" (which configurations seed repeats measure, which ones the
     verdict compares), so that they always agree.
     """
-    return rows.sort_values([accuracy, FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]
+    return rows.sort_values([score, FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]
 
 
 def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
@@ -185,7 +260,7 @@ def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Those rows of ``frame`` (one where both are the same trial), in frame order.
     """
-    complete = frame[(frame["state"] == "COMPLETE") & frame[ACCURACY].notna() & search_runs(frame)]
+    complete = frame[(frame["state"] == "COMPLETE") & frame[SCORE].notna() & search_runs(frame)]
     baselines = complete[complete["baseline"]]
     limit = best(baselines)[FLOPS] if not baselines.empty else float("inf")
     chosen = set()

@@ -8,7 +8,6 @@ trials report (``studies.tune_bridge`` connects it to Ray Tune).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import warnings
@@ -44,6 +43,8 @@ COST_ATTRIBUTES = (
     "device",
     "train_loss",
     "val_count",
+    "val_loss",
+    "val_perplexity",
 )
 MAX_RESAMPLES = 50
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
@@ -105,7 +106,8 @@ class Ledger:
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
-        self.best_accuracy = -math.inf
+        self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
+        self.best_value: float | None = None  # of the objective, over this run's complete trials
 
     def remaining(self) -> int:
         """Trials left to ask: the store's queue, then searched trials up to the budget."""
@@ -202,13 +204,14 @@ class Ledger:
         }
 
     def record_report(self, number: int, result: Mapping[str, Any]) -> None:
-        """Store one report's validation accuracy as the intermediate value at its step."""
+        """Store one report's value of the study's first objective (validation accuracy, bits per
+        byte ...) as the intermediate value at its step."""
         trial = self.open.get(number)
-        if trial is None or "val_accuracy" not in result:
+        if trial is None or self.objective.metric not in result:
             return
         # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
-        step, accuracy = int(result["step"]), float(result["val_accuracy"])
-        self.storage.set_trial_intermediate_value(self.trial_ids[number], step, accuracy)
+        step, value = int(result["step"]), float(result[self.objective.metric])
+        self.storage.set_trial_intermediate_value(self.trial_ids[number], step, value)
 
     def finish(
         self, number: int, last: Mapping[str, Any] | None, error: str | None, exception: BaseException | None = None
@@ -247,7 +250,7 @@ class Ledger:
                 return
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
-            self.best_accuracy = max(self.best_accuracy, float(last["val_accuracy"]))
+            self.best_value = self.objective.best(v for v in (self.best_value, values[0]) if v is not None)
         elif "step" in last:
             trial.set_user_attr("pruned_at_step", int(last["step"]))
             state, values = TrialState.PRUNED, None

@@ -9,6 +9,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from storage.trials import QUALITIES
 from studies.ledger import Ledger
 
 
@@ -18,16 +19,18 @@ def _clock(seconds: float) -> str:
 
 
 def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
-    """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10``."""
+    """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte)."""
     done = ledger.finished_count()
     running = len(ledger.open)
-    best = "-" if ledger.best_accuracy == -math.inf else f"{ledger.best_accuracy:.3f}"
+    metric = ledger.objective.metric
+    name = QUALITIES[metric].short if metric in QUALITIES else metric
+    best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     if ledger.durations and done < ledger.total:
         mean = sum(ledger.durations) / len(ledger.durations)
         eta = _clock(mean * math.ceil((ledger.total - done) / max(concurrency, 1)))
     else:
         eta = "--:--" if done < ledger.total else "00:00"
-    return f"trials {done}/{ledger.total} done · {running} running · best acc {best} · {_clock(elapsed)} elapsed · ETA {eta}"
+    return f"trials {done}/{ledger.total} done · {running} running · best {name} {best} · {_clock(elapsed)} elapsed · ETA {eta}"
 
 
 class ProgressLine(Callback):

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from naming import lookup
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Domain, SearchSpace, Value
-from studies.tasks import ACCURACY, TASKS, ListOpsTask, Objective, RecallTask, Task
+from studies.tasks import ACCURACY, BITS_PER_BYTE, TASKS, ByteLanguageTask, ListOpsTask, Objective, RecallTask, Task
+from trainers.data.corpus import CorpusSpec
 from trainers.data.listops import ListOpsSpec
 from trainers.data.recall import RecallSpec
 from trainers.train import TrainConfig
@@ -141,7 +142,8 @@ class Study:
         return {name for family in self.families for name in family.values}
 
 
-ACCURACY_AND_FLOPS = (ACCURACY, Objective("flops_per_example", "minimize"))
+FLOPS_PER_EXAMPLE = Objective("flops_per_example", "minimize")
+ACCURACY_AND_FLOPS = (ACCURACY, FLOPS_PER_EXAMPLE)
 MHA = Family("MHA", {"attention": "mha"}, baseline=True)
 DAMCHA_FAMILIES = (
     Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
@@ -410,7 +412,94 @@ generator depth.
     },
 )
 
-STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD, RECALL_HEADS)}
+LM_RANK = Study(
+    name="lm_rank",
+    summary="byte-level language modelling: which DAMCHA metric rank, generator depth, sharing and heads beat MHA per FLOP",
+    doc="""Which metric rank, generator depth, sharing granularity and head count give causal DAMCHA
+the lowest validation bits per byte for its forward FLOPs, against multi-head attention at
+every head count and width searched, on byte-level language modelling? The corpus is the
+Python standard library's source by default (offline); --data-dir names a directory of
+text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
+
+    python -m studies.run lm_rank --preset quick
+""",
+    space=SearchSpace(
+        knobs=KNOBS,
+        searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
+        rules=RULES,
+    ),
+    objectives=(BITS_PER_BYTE, FLOPS_PER_EXAMPLE),
+    families=(MHA, *DAMCHA_FAMILIES),
+    presets={
+        preset.name: preset
+        for preset in (
+            Preset(
+                name="smoke",
+                description="a whole study in about a minute on 2 CPU cores (what the tests run)",
+                task=ByteLanguageTask(CorpusSpec(seq_len=32, train_examples=256, val_examples=32)),
+                train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=3e-3),
+                fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
+                domains={
+                    "d_model": Choice((32,)),
+                    "num_heads": Choice((2, 4)),
+                    "sharing": Choice(("layer", "stack")),
+                    "metric_rank": Choice((4,)),
+                    "generator_depth": Choice((0, 1)),
+                },
+                trials=6,
+                grace_steps=40,
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="quick",
+                description="128-byte windows of the standard library's source on a 2-core laptop CPU in about 15 minutes",
+                task=ByteLanguageTask(CorpusSpec(seq_len=128, train_examples=8000, val_examples=250)),
+                train=TrainConfig(steps=1000, batch_size=32, warmup_steps=100, eval_every=250, learning_rate=3e-3),
+                fixed={"num_layers": 2, "mlp_width": 128, "metric_chunk": 16},
+                domains={
+                    "d_model": Choice((32, 64)),
+                    "num_heads": Choice((2, 4)),
+                    "sharing": Choice(("layer", "stack")),
+                    "metric_rank": Choice((4, 8, 16)),
+                    "generator_depth": Choice((0, 1)),
+                },
+                trials=12,
+                grace_steps=500,
+                repeat_seeds=2,
+            ),
+            Preset(
+                name="full",
+                description="1024-byte windows (25.6 MB of text) on a GPU cluster, hundreds of trials",
+                task=ByteLanguageTask(CorpusSpec(seq_len=1024, train_examples=25_000, val_examples=2000)),
+                train=TrainConfig(
+                    steps=20_000,
+                    batch_size=32,
+                    warmup_steps=1000,
+                    eval_every=1000,
+                    learning_rate=1e-3,
+                    weight_decay=0.1,
+                    precision="bf16",
+                    compile=True,
+                ),
+                fixed={"num_layers": 6, "mlp_width": 1024, "metric_chunk": 64},
+                domains={
+                    "d_model": Choice((256, 512)),
+                    "num_heads": Choice((4, 8, 16)),
+                    "sharing": Choice(("layer", "group:2", "stack")),
+                    "metric_rank": Choice((8, 16, 32, 64)),
+                    "generator_depth": Choice((0, 1, 2)),
+                },
+                trials=240,
+                cpus_per_trial=4,
+                gpus_per_trial=1,
+                grace_steps=5000,
+                repeat_seeds=5,
+            ),
+        )
+    },
+)
+
+STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD, RECALL_HEADS, LM_RANK)}
 
 
 def get_study(name: str) -> Study:

@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         help="the unpacked lra_release directory, for studies of tasks that read the LRA release files "
-        f"(default: ${DATA_DIR_VARIABLE})",
+        f"(default: ${DATA_DIR_VARIABLE}); for lm_rank, a directory of text files or hf:NAME[:CONFIG], "
+        "a data set that `datasets` resolves (default: the Python standard library's source)",
     )
     return parser
 

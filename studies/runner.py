@@ -501,7 +501,7 @@ class ASHAExceptRepeats(ASHAScheduler):
 
 
 def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
-    """Run the ledger's trials on Ray Tune (ASHA on validation accuracy when ``early_stopping``).
+    """Run the ledger's trials on Ray Tune (ASHA on the study's first objective when ``early_stopping``).
 
     Raises:
         KeyboardInterrupt: Ctrl-C; the running trials were failed first (``Ledger.interrupt``).
@@ -512,8 +512,8 @@ def _tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, 
     request, concurrency = _trial_request(resources)
     scheduler = ASHAExceptRepeats(
         time_attr="step",
-        metric="val_accuracy",
-        mode="max",
+        metric=ledger.objective.metric,
+        mode=ledger.objective.direction[:3],  # "max" or "min"
         max_t=preset.train.steps,
         grace_period=preset.grace_steps,
         reduction_factor=2,

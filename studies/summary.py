@@ -7,13 +7,13 @@ from pathlib import Path
 import optuna
 
 from reports.analysis import VERDICT_ATTRIBUTE
-from storage.trials import ACCURACY, FLOPS, INFEASIBLE, best, family_order, knob_columns, search_runs, trials_frame
+from storage.trials import FLOPS, INFEASIBLE, Quality, best, family_order, knob_columns, quality, search_runs, trials_frame
 
 
-def _trial(row, knobs: list[str]) -> str:
-    """A trial in one line: number, accuracy, FLOPs and its knobs (``attention`` aside)."""
+def _trial(row, knobs: list[str], measured: Quality) -> str:
+    """A trial in one line: number, first objective (``acc``, ``bpb``), FLOPs and its knobs (``attention`` aside)."""
     shown = " ".join(f"{name}={row[name]}" for name in knobs if name != "attention" and row.get(name) is not None)
-    return f"trial {row['number']}  acc {row[ACCURACY]:.3f}  {row[FLOPS]:.3g} FLOPs  {shown}"
+    return f"trial {row['number']}  {measured.short} {row[measured.column]:.3f}  {row[FLOPS]:.3g} FLOPs  {shown}"
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
@@ -33,7 +33,7 @@ def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
     searched = frame[(frame["state"] == "COMPLETE") & search_runs(frame)]
     for family in family_order(frame):
         complete = searched[searched["family"] == family]
-        found = _trial(best(complete), knobs) if not complete.empty else "none completed"
+        found = _trial(best(complete), knobs, quality(frame)) if not complete.empty else "none completed"
         lines.append(f"  best {family} in the search: {found}")
     failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():

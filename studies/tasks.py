@@ -1,16 +1,19 @@
 """Tasks as data: what a study trains on, the model fields it fixes, and the metric it reports.
 
 A task is a frozen dataclass with a ``name`` (its ``TASKS`` key), an ``objective`` (the
-metric every trial reports and its direction), ``model_fields()`` (vocabulary, classes,
-maximum length, architecture), ``load(cache_dir)`` (its splits, built once and then
-memory-mapped from the ``datasets`` cache) and ``describe()`` (plain data for the store).
-Tasks that read the Long Range Arena release files also take ``data_dir``
-(``--data-dir``, else ``$LRA_DATA_DIR``).
+metric every trial reports and its direction), ``metrics(report)`` (values it derives from
+an evaluation, its objective among them where the trainer does not report it),
+``model_fields()`` (vocabulary, classes, maximum length, architecture),
+``load(cache_dir)`` (its splits, built once and then memory-mapped from the ``datasets``
+cache) and ``describe()`` (plain data for the store). Tasks that read files take
+``with_data_dir`` (``--data-dir``): the Long Range Arena release files (else
+``$LRA_DATA_DIR``), or a language model's corpus (else the Python standard library).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -19,9 +22,19 @@ from typing import Any, ClassVar, Literal, Protocol
 import datasets
 
 from trainers.data import tasks as loaders
+from trainers.data.corpus import (
+    HUB_PREFIX,
+    STDLIB,
+    TEXT_SOURCES,
+    CorpusSpec,
+    corpus_files,
+    files_digest,
+    python_version,
+    stdlib_root,
+)
 from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from trainers.data.listops import ListOpsSpec
-from trainers.data.lra_files import data_root
+from trainers.data.lra_files import DataFileError, data_root
 from trainers.data.recall import RecallSpec
 from trainers.data.tokenize import BYTE_VOCAB_SIZE, LISTOPS_VOCABULARY, PIXEL_VOCAB_SIZE
 
@@ -33,8 +46,14 @@ class Objective:
     metric: str
     direction: Literal["maximize", "minimize"]
 
+    def best(self, values: Iterable[float]) -> float:
+        """The best of some values of the metric: the largest or the smallest."""
+        return max(values) if self.direction == "maximize" else min(values)
+
 
 ACCURACY = Objective("val_accuracy", "maximize")
+BITS_PER_BYTE = Objective("val_bits_per_byte", "minimize")
+LANGUAGE_MODEL_EMBEDDING_STD = 0.02  # GPT-2's: first logits near zero, first loss near log V (``ModelConfig.embedding_std``)
 
 
 class Task(Protocol):
@@ -44,6 +63,8 @@ class Task(Protocol):
     objective: ClassVar[Objective]
     reads_files: ClassVar[bool]
 
+    def metrics(self, report: Mapping[str, Any]) -> dict[str, float]: ...
+
     def model_fields(self) -> dict[str, Any]: ...
 
     def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict: ...
@@ -51,13 +72,22 @@ class Task(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+class JudgedByAccuracy:
+    """A task whose objective is validation accuracy, which the trainer reports itself."""
+
+    objective: ClassVar[Objective] = ACCURACY
+
+    def metrics(self, report: Mapping[str, Any]) -> dict[str, float]:
+        """Nothing to derive."""
+        return {}
+
+
 @dataclass(frozen=True)
-class ListOpsTask:
+class ListOpsTask(JudgedByAccuracy):
     """Generated ListOps at one size (``trainers.data.listops``)."""
 
     spec: ListOpsSpec
     name: str = "listops"
-    objective: ClassVar[Objective] = ACCURACY
     reads_files: ClassVar[bool] = False
 
     def model_fields(self) -> dict[str, Any]:
@@ -74,14 +104,13 @@ class ListOpsTask:
 
 
 @dataclass(frozen=True)
-class RecallTask:
+class RecallTask(JudgedByAccuracy):
     """Multi-query associative recall (Zoology's MQAR, ``trainers.data.recall``): a causal
     decoder predicts each queried key's value; accuracy is over the queried positions."""
 
     spec: RecallSpec
     val_examples: int
     name: str = "mqar"
-    objective: ClassVar[Objective] = ACCURACY
     reads_files: ClassVar[bool] = False
 
     def model_fields(self) -> dict[str, Any]:
@@ -137,7 +166,7 @@ RELEASES: dict[str, Release] = {
 
 
 @dataclass(frozen=True)
-class ReleaseTask:
+class ReleaseTask(JudgedByAccuracy):
     """A Long Range Arena task from the release files (``RELEASES``), as LRA defines its splits.
 
     Attributes:
@@ -147,7 +176,6 @@ class ReleaseTask:
 
     name: str
     data_dir: Path | None = None
-    objective: ClassVar[Objective] = ACCURACY
     reads_files: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -181,9 +209,79 @@ class ReleaseTask:
         return {"task": self.name, "source": "lra_release", "data_dir": None if self.data_dir is None else str(self.data_dir)}
 
 
+@dataclass(frozen=True)
+class ByteLanguageTask:
+    """Byte-level causal language modelling of a text corpus (``trainers.data.corpus``).
+
+    Judged by validation bits per byte (lower is better): a byte is one token, so it is
+    the mean next-token cross-entropy in bits. Perplexity per byte is reported beside it.
+
+    Attributes:
+        spec: Window length and windows per split.
+        corpus: ``stdlib`` (the Python standard library's source: offline, the default),
+            a directory of text files, or ``hf:NAME[:CONFIG]`` (``datasets.load_dataset``).
+    """
+
+    spec: CorpusSpec
+    corpus: str = STDLIB
+    name: str = "bytes_lm"
+    objective: ClassVar[Objective] = BITS_PER_BYTE
+    reads_files: ClassVar[bool] = True
+
+    def metrics(self, report: Mapping[str, Any]) -> dict[str, float]:
+        """Bits per byte and perplexity per byte, from the mean validation loss in nats."""
+        loss = float(report["val_loss"])
+        return {"val_bits_per_byte": loss / math.log(2), "val_perplexity": math.exp(min(loss, 700.0))}
+
+    def model_fields(self) -> dict[str, Any]:
+        """The ``ModelConfig`` fields the task fixes."""
+        return {
+            "vocab_size": BYTE_VOCAB_SIZE,
+            "num_classes": BYTE_VOCAB_SIZE,  # unused by the decoder, which predicts tokens
+            "max_length": self.spec.seq_len,
+            "architecture": "decoder",
+            "embedding_std": LANGUAGE_MODEL_EMBEDDING_STD,
+        }
+
+    def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
+        """The splits, read once and then memory-mapped from the cache.
+
+        Raises:
+            trainers.data.lra_files.DataFileError: a missing, empty, binary or too small corpus.
+        """
+        return loaders.byte_corpus(self.spec, self.corpus, cache_dir=cache_dir)
+
+    def with_data_dir(self, data_dir: Path | str | None) -> ByteLanguageTask:
+        """The same task reading ``data_dir``: a directory (resolved, so that workers elsewhere
+        read the same files) or ``hf:NAME[:CONFIG]``; None keeps the corpus it has.
+
+        Raises:
+            trainers.data.lra_files.DataFileError: a directory that does not exist.
+        """
+        if data_dir is None or str(data_dir).startswith(HUB_PREFIX):
+            return self if data_dir is None else replace(self, corpus=str(data_dir))
+        if not Path(data_dir).is_dir():
+            raise DataFileError(f"task {self.name!r}: corpus directory {data_dir} does not exist; give {TEXT_SOURCES}")
+        return replace(self, corpus=str(Path(data_dir).resolve()))
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data naming the task, its corpus and which files it holds (Python version and a
+        digest of the file list for the standard library), so that two machines can tell
+        whether they trained on the same text."""
+        described = {"task": self.name, "corpus": self.corpus, **asdict(self.spec)}
+        if self.corpus.startswith(HUB_PREFIX):
+            return described
+        stdlib = self.corpus == STDLIB
+        root = stdlib_root() if stdlib else Path(self.corpus)
+        files = corpus_files(root, python_only=stdlib)
+        described |= {"files": len(files), "files_digest": files_digest(root, files)}
+        return described | ({"python": python_version(), "stdlib_path": str(root)} if stdlib else {})
+
+
 # Every task a study may name, lm-evaluation-harness style: name -> how to build it.
 TASKS: dict[str, Callable[..., Task]] = {
     "listops": ListOpsTask,
     "mqar": RecallTask,
+    "bytes_lm": ByteLanguageTask,
     **{name: partial(ReleaseTask, name) for name in RELEASES},
 }

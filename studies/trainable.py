@@ -53,7 +53,8 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
     """Train one configuration asked by the ledger on the device of its placement.
 
     Args:
-        config: ``model`` and ``train`` config fields, the ``task``, the data
+        config: ``model`` and ``train`` config fields, the ``task`` (whose ``metrics`` join
+            each report: a language model's bits per byte), the data
             ``cache_dir`` (the split caches were built by the driver, so workers
             memory-map them) and the ``compile_cache_dir`` the run's trials share.
             ``memory_bytes`` (optional): the trial's host-memory budget.
@@ -61,7 +62,7 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
         report: Called with each evaluation's ``(step, metrics)``.
 
     Returns:
-        The last evaluation's metrics.
+        The last evaluation's metrics, the task's among them.
 
     Raises:
         trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or out
@@ -75,15 +76,21 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
         torch.cuda.init()  # the CUDA context is set-up, not the trial's memory: made before the budget applies
         if placement.gpu_share < 1.0:  # neighbours share the GPU: keep to this trial's part
             torch.cuda.set_per_process_memory_fraction(placement.gpu_share)
-    splits = config["task"].load(Path(config["cache_dir"]))
+    task = config["task"]
+    splits = task.load(Path(config["cache_dir"]))
+
+    def report_with_task_metrics(step: int, metrics: dict[str, Any]) -> None:
+        report(step, metrics | task.metrics(metrics))
+
     try:
         with memory_budget(config.get("memory_bytes")):
-            return train(
+            result = train(
                 ModelConfig(**config["model"]),
                 TrainConfig(**(config["train"] | {"device": placement.device})),
                 splits,
-                report=report,
+                report=None if report is None else report_with_task_metrics,
             )
+            return TrainResult(result.metrics | task.metrics(result.metrics))
     except TrainingOutOfMemoryError as error:
         if error.on_gpu and placement.gpu_share < 1.0:  # a neighbour may have held the memory: a retry may fit
             raise SharedGPUOutOfMemoryError(error.detail, True, error.budget_bytes, placement.gpu_share) from error

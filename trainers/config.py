@@ -50,6 +50,10 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
         mlp_width: Hidden width of each block's MLP.
         dropout: Dropout on residual branches and attention weights.
         pooling: ``cls`` (a learned CLS token) or ``mean`` (masked mean); classifiers only.
+        embedding_std: Standard deviation of the token and position embeddings' initial
+            weights; None: PyTorch's (1). A decoder's output layer shares the token
+            embedding, so with 1 its first logits spread by √d_model (a loss near 16 nats
+            at d=32, where uniform guessing costs log V ≈ 5.6); GPT-2 uses 0.02.
         norm: ``pre`` (LayerNorm before each sublayer, a final LayerNorm) or ``post``
             (LayerNorm after each residual sum, as the original Transformer and the
             DAMCHA authors' blocks).
@@ -71,6 +75,7 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
     norm: Literal["pre", "post"] = knob("pre", choices=NORMS, help="LayerNorm before each sublayer or after its residual sum")
     dropout: float = 0.0
     pooling: Literal["cls", "mean"] = "cls"
+    embedding_std: float | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("vocab_size", 2), ("max_length", 1), ("d_model", 1), ("num_layers", 1), ("mlp_width", 1)):
@@ -84,6 +89,8 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
             raise ValueError(f"norm={self.norm!r} is not allowed; allowed: {', '.join(NORMS)}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling={self.pooling!r} is not allowed; allowed: {', '.join(POOLINGS)}")
+        if self.embedding_std is not None and not self.embedding_std > 0:
+            raise ValueError(f"embedding_std={self.embedding_std} must be > 0 (or None: PyTorch's initialisation)")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
         if self.attention not in ATTENTION:

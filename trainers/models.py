@@ -83,6 +83,9 @@ class TransformerStack(nn.Module):
         super().__init__()
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(positions, config.d_model)
+        if config.embedding_std is not None:
+            for embedding in (self.token_embedding, self.position_embedding):
+                nn.init.normal_(embedding.weight, std=config.embedding_std)
         group = config.layers_per_generator if config.is_damcha else 1
         self.blocks = nn.ModuleList(
             Block(

@@ -208,19 +208,35 @@ def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor | No
     }
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """One validation pass.
+
+    Attributes:
+        accuracy: Share of predictions that are right (examples; for the decoder, labelled positions).
+        count: How many predictions it counts.
+        loss: Mean cross-entropy per counted prediction, in nats.
+    """
+
+    accuracy: float
+    count: int
+    loss: float
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device) -> tuple[float, int]:
-    """Accuracy over a split (over labelled positions for the decoder), and how many
-    predictions it counts (examples; for the decoder, labelled positions)."""
+def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device) -> Evaluation:
+    """Accuracy and loss over a split (over labelled positions for the decoder)."""
     model.eval()
     correct = total = 0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     for batch in _batches(split, config, batch_size, seed=0, shuffle=False):
-        logits, labels = _logits_and_labels(model, config, _to(batch, device))
+        logits, labels = _logits_and_labels(model, config, _to(batch, device))  # (N, C), (N,)
         counted = labels != IGNORE
         correct += int((logits.argmax(dim=-1) == labels)[counted].sum())
         total += int(counted.sum())
+        loss_sum += F.cross_entropy(logits.float(), labels, ignore_index=IGNORE, reduction="sum").double()
     model.train()
-    return correct / max(total, 1), total
+    return Evaluation(correct / max(total, 1), total, float(loss_sum) / max(total, 1))
 
 
 def _learning_rate_factor(step: int, config: TrainConfig) -> float:
@@ -302,7 +318,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         splits: ``train`` and ``val`` splits of a task (``trainers.data.tasks``).
         report: Called after each evaluation with ``(step, metrics)``; metrics hold
             ``step``, ``val_accuracy``, ``val_count`` (the predictions it counts),
-            ``train_loss``, ``final`` (True on the last step), parameter counts,
+            ``val_loss`` (mean cross-entropy per counted prediction, nats), ``train_loss``,
+            ``final`` (True on the last step), parameter counts,
             ``flops_per_example`` (forward, at ``max_length``), ``examples_per_s``,
             ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded batches, analytic),
             ``model_flops_utilisation`` (of the device's peak; only where the peak is known,
@@ -394,13 +411,12 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
             counted = (examples, tokens, flops, training_seconds) if examples else first_step
             seconds = counted[3]
             with autocast(device, train_config.precision):
-                accuracy, predictions = evaluate(
-                    stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device
-                )
+                evaluation = evaluate(stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
             metrics = static | {
                 "step": step,
-                "val_accuracy": accuracy,
-                "val_count": predictions,
+                "val_accuracy": evaluation.accuracy,
+                "val_count": evaluation.count,
+                "val_loss": evaluation.loss,
                 "train_loss": float(loss_sum) / loss_count,
                 "final": step == train_config.steps,
                 "examples_per_s": counted[0] / seconds,

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from reports.analysis import configurations, difference_interval, headline, mean_interval
+from storage.trials import QUALITIES, QUALITY_ATTRIBUTE, best, pareto_mask
 
 
 def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
@@ -29,6 +30,7 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
                 "metric_rank": r if a == "damcha" else None,
                 "baseline": a == "mha",
                 "val_accuracy": acc,
+                "score": acc,  # trials_frame: the first objective, larger is better
                 "repeat_of": None if index is None else original,
                 "repeat_index": index,
                 "flops_per_example": flops,
@@ -45,7 +47,7 @@ def test_repeats_of_a_configuration_are_one_row_with_an_interval() -> None:
         frame([("mha", 0, 0.30, 100), ("mha", 0, 0.32, 100), ("damcha", 4, 0.40, 90)]), ["attention", "metric_rank"]
     )
     mha = configs[configs["baseline"]].iloc[0]
-    assert mha["seeds"] == 2 and mha["numbers"] == [0, 1] and np.isclose(mha["mean_accuracy"], 0.31)
+    assert mha["seeds"] == 2 and mha["numbers"] == [0, 1] and np.isclose(mha["mean"], 0.31)
     # Two seeds: the t-interval (1 degree of freedom) is 0.31 ± 12.706 · 0.0141 / √2, far wider than the two values.
     assert np.isclose(mha["ci_high"] - 0.31, 12.706 * np.std([0.30, 0.32], ddof=1) / np.sqrt(2)) and mha["ci_low"] < 0.30
     assert np.isnan(configs[~configs["baseline"]].iloc[0]["ci_low"])  # one seed: no interval
@@ -117,9 +119,48 @@ def test_the_verdict_rests_on_fresh_seeds_not_on_the_selected_run() -> None:
     # Selected at 0.50 (a lucky seed), 0.30 on both fresh seeds; MHA 0.35 throughout.
     lucky = frame([("mha", 0, a, 100) for a in (0.35, 0.35, 0.36)] + [("damcha", 4, a, 90) for a in (0.50, 0.30, 0.31)])
     (comparison,) = headline(configurations(lucky, ["attention", "metric_rank"])).comparisons
-    assert np.isclose(comparison.candidate_accuracy, 0.305) and comparison.gain_points < 0
+    assert np.isclose(comparison.candidate_value, 0.305) and comparison.difference < 0
 
 
 def test_without_fresh_seeds_the_verdict_says_it_is_uncorrected() -> None:
     answer = headline(configurations(frame([("mha", 0, 0.30, 100), ("damcha", 4, 0.35, 90)]), ["attention", "metric_rank"]))
     assert answer.comparisons[0].method == "uncorrected" and "uncorrected for selection" in answer.sentence
+
+
+def in_bits_per_byte(rows: pd.DataFrame) -> pd.DataFrame:
+    """The same trials measured in bits per byte, which a study minimises (as ``trials_frame`` gives them)."""
+    rows = rows.rename(columns={"val_accuracy": "val_bits_per_byte"})
+    rows["score"] = -rows["val_bits_per_byte"]
+    rows.attrs[QUALITY_ATTRIBUTE] = QUALITIES["val_bits_per_byte"]
+    return rows
+
+
+def test_a_minimised_objective_selects_the_lowest_and_leads_when_lower() -> None:
+    """The configuration a minimising study's repeats measure is its lowest value; a lower
+    value leads, in the objective's own unit, not in accuracy points."""
+    rows = in_bits_per_byte(
+        frame(
+            [("mha", 0, b, 100) for b in (2.10, 2.12, 2.11)]
+            + [("damcha", 4, 3.00, 80)]  # worse (higher) and cheaper: not the best
+            + [("damcha", 8, b, 90) for b in (1.90, 1.95, 1.93)]
+        )
+    )
+    configs = configurations(rows, ["attention", "metric_rank"])
+    assert configs.attrs["quality"].column == "val_bits_per_byte"
+    (comparison,) = headline(configs).comparisons
+    assert comparison.candidate["metric_rank"] == 8 and np.isclose(comparison.difference, -0.175)
+    assert headline(configs).sentence.startswith(
+        "The best DAMCHA at ≤ MHA's FLOPs (0.90× its FLOPs) leads by 0.175 bits per byte against the best MHA "
+        "(1.940 vs 2.115 validation bits per byte on fresh seeds; 95% CI "
+    )
+    assert "bits per byte, paired t-test over 2 fresh seeds both trained on: significant)." in headline(configs).sentence
+    worse = in_bits_per_byte(
+        frame([("mha", 0, b, 100) for b in (2.1, 2.2, 2.0)] + [("damcha", 4, b, 90) for b in (2.6, 2.5, 2.7)])
+    )
+    assert "trails by 0.500 bits per byte" in headline(configurations(worse, ["attention", "metric_rank"])).sentence
+
+
+def test_pareto_front_and_best_of_a_minimised_objective_keep_the_lowest_values() -> None:
+    rows = in_bits_per_byte(frame([("mha", 0, 2.0, 100), ("mha", 0, 2.5, 50), ("damcha", 4, 3.0, 60), ("damcha", 8, 1.5, 200)]))
+    assert best(rows)["val_bits_per_byte"] == 1.5
+    assert pareto_mask(rows).tolist() == [True, True, False, True]  # 3.0 at 60 FLOPs: beaten by 2.5 at 50

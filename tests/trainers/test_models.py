@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -175,3 +177,22 @@ def test_with_post_layernorm_a_stack_generator_reads_the_embeddings_plus_positio
     _, used = first(embedded, mask)
     torch.testing.assert_close(used.row_sums, first.attention.generate_metric(embedded, mask).row_sums)
     assert not torch.allclose(used.row_sums, first.attention.generate_metric(first.norm1(embedded), mask).row_sums)
+
+
+def test_a_small_embedding_std_starts_a_decoder_near_uniform_guessing() -> None:
+    """The output layer shares the token embedding: PyTorch's N(0, 1) makes the first logits
+    spread by √d_model, far from log V; ``embedding_std`` 0.02 (GPT-2's) starts near it."""
+    vocab, width = 258, 64
+    inputs, targets = torch.randint(2, vocab, (2, 4, LENGTH))  # (B, T) each
+
+    def first_loss(embedding_std: float | None) -> float:
+        torch.manual_seed(0)
+        config = _config(vocab_size=vocab, architecture="decoder", d_model=width, embedding_std=embedding_std)
+        logits = build_model(config)(inputs)  # (B, T, V)
+        return float(torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1)))
+
+    uniform = math.log(vocab)
+    assert abs(first_loss(0.02) - uniform) < 0.1
+    assert first_loss(None) > 2 * uniform
+    with pytest.raises(ValueError, match="embedding_std=0 must be > 0"):
+        _config(embedding_std=0)

@@ -50,6 +50,7 @@ def test_reports_every_evaluation_and_marks_the_last(tmp_path: Path, attention: 
     assert result.metrics == reports[-1][1]
     last = result.metrics
     assert 0.0 <= last["val_accuracy"] <= 1.0 and last["val_count"] == SPEC.val_size
+    assert 0.0 < last["val_loss"] < 10.0  # mean cross-entropy per example, nats
     assert last["flops_per_example"] > 0 and last["parameters"] > last["attention_parameters"] > 0
     assert last["examples_per_s"] > 0 and last["peak_memory_bytes"] > 0
     assert last["device"].startswith("cpu")

@@ -1,6 +1,8 @@
 """Task loaders: splits as cached Arrow datasets with ``tokens``, ``length``, ``label``.
 
 Retrieval splits hold a pair per row: ``tokens1``/``length1`` and ``tokens2``/``length2``.
+Decoder tasks (MQAR, byte-level language modelling) label every position: ``label`` is a
+list of next-token ids (``IGNORE`` where there is no target).
 """
 
 from __future__ import annotations
@@ -11,6 +13,17 @@ from pathlib import Path
 import datasets
 
 from trainers.data.cache import cached_splits
+from trainers.data.corpus import (
+    HUB_PREFIX,
+    STDLIB,
+    CorpusSpec,
+    corpus_files,
+    hub_text,
+    read_until,
+    split_by_file,
+    stdlib_root,
+    windows,
+)
 from trainers.data.listops import NUM_CLASSES, SPLITS, ListOpsSpec, generate
 from trainers.data.lra_files import (
     CIFAR10_URL,
@@ -43,7 +56,7 @@ PAIR_FEATURES = datasets.Features(
         "label": datasets.Value("int64"),
     }
 )
-RECALL_FEATURES = datasets.Features(
+NEXT_TOKEN_FEATURES = datasets.Features(
     {
         "tokens": datasets.List(datasets.Value("int32")),
         "length": datasets.Value("int32"),
@@ -124,7 +137,42 @@ def recall(spec: RecallSpec, *, val_examples: int = 200, cache_dir: Path | None 
         return splits
 
     params = asdict(spec) | {"val_examples": val_examples}
-    return cached_splits("mqar", params, build, features=RECALL_FEATURES, cache_dir=cache_dir)
+    return cached_splits("mqar", params, build, features=NEXT_TOKEN_FEATURES, cache_dir=cache_dir)
+
+
+def byte_corpus(spec: CorpusSpec, source: str, *, cache_dir: Path | None = None) -> datasets.DatasetDict:
+    """Next-byte train and validation splits of a text corpus (``trainers.data.corpus``), cached.
+
+    Args:
+        spec: Window length, windows per split, read order and held-out share.
+        source: ``stdlib``, a directory path, or ``hf:NAME[:CONFIG]``.
+        cache_dir: Cache location.
+
+    Raises:
+        DataFileError: a missing, empty, binary or too small corpus (named, with the sources there are).
+    """
+    needed = {"train": spec.train_examples * spec.seq_len + 1, "val": spec.val_examples * spec.seq_len + 1}
+    counts = {"train": spec.train_examples, "val": spec.val_examples}
+    if source.startswith(HUB_PREFIX):
+        files: dict[str, list[Path]] = {}
+        identity: object = source
+    else:
+        root = stdlib_root() if source == STDLIB else Path(source)
+        files = split_by_file(root, corpus_files(root, python_only=source == STDLIB), spec.val_share)
+        identity = {split: _identity(paths) for split, paths in files.items()}
+
+    def build() -> dict[str, dict[str, list]]:
+        if files:
+            streams = {
+                split: read_until(paths, needed[split], spec.seed + index, f"the {split} files of {source}")
+                for index, (split, paths) in enumerate(files.items())
+            }
+        else:
+            streams = hub_text(source, needed)
+        return {split: _columns(*windows(stream, spec.seq_len, counts[split])) for split, stream in streams.items()}
+
+    params = asdict(spec) | {"source": source, "files": identity}
+    return cached_splits("bytes_lm", params, build, features=NEXT_TOKEN_FEATURES, cache_dir=cache_dir)
 
 
 def text_release(
