@@ -8,7 +8,17 @@ from dataclasses import dataclass, replace
 from naming import lookup
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Domain, SearchSpace, Value
-from studies.tasks import ACCURACY, BITS_PER_BYTE, TASKS, ByteLanguageTask, ListOpsTask, Objective, RecallTask, Task
+from studies.tasks import (
+    ACCURACY,
+    BITS_PER_BYTE,
+    TASKS,
+    ByteLanguageTask,
+    ListOpsTask,
+    Objective,
+    RecallTask,
+    ReleaseTask,
+    Task,
+)
 from trainers.data.corpus import CorpusSpec
 from trainers.data.listops import ListOpsSpec
 from trainers.data.recall import RecallSpec
@@ -140,6 +150,45 @@ class Study:
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""
         return {name for family in self.families for name in family.values}
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named suite: one question asked on several tasks (the same families, knobs and budget
+    on each), answered by one report with a per-task table and the cross-task average, as
+    LRA reports it (``studies.suite.run_suite`` runs it). Each task is a study of its own,
+    with its own store name.
+
+    Attributes:
+        name: Registry name (the CLI argument).
+        summary: One line for ``--list``.
+        doc: What question it answers, with its run command.
+        studies: One study per task, by the task's title in the report's table, in its
+            order; the same families and preset names in each.
+        version: Bumped when a change makes old reports incomparable (the studies keep their own).
+    """
+
+    name: str
+    summary: str
+    doc: str
+    studies: Mapping[str, Study]
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        """Every study compares the same families under the same preset names."""
+        first, *others = self.studies.values()
+        for study in others:
+            if [f.label for f in study.families] != [f.label for f in first.families] or set(study.presets) != set(first.presets):
+                raise ValueError(f"suite {self.name!r}: study {study.name!r} differs from {first.name!r} in families or presets")
+
+    @property
+    def default_preset(self) -> str:
+        """The preset a run without ``--preset`` uses."""
+        return next(iter(self.studies.values())).default_preset
+
+    def store_name(self, preset: str) -> str:
+        """The name of the suite's report (its studies keep their own store names)."""
+        return f"{self.name}-{preset}-v{self.version}"
 
 
 FLOPS_PER_EXAMPLE = Objective("flops_per_example", "minimize")
@@ -499,7 +548,119 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
     },
 )
 
+LRA_TASKS = {  # the Long Range Arena tasks, by their name in the suite's table, as LRA orders them
+    "ListOps": "lra_listops",
+    "Text": "lra_text",
+    "Retrieval": "lra_retrieval",
+    "Image": "lra_image",
+    "Pathfinder": "lra_pathfinder",
+}
+
+
+def _lra_suite_study(title: str, task: str) -> Study:
+    """DAMCHA (both metric modes) against MHA on one LRA task from its release files: one study of ``lra_suite``."""
+    release = ReleaseTask(task)
+    return Study(
+        name=f"lra_suite_{task.removeprefix('lra_')}",
+        summary=f"LRA {title}: DAMCHA (both metric modes) against MHA per FLOP (a study of lra_suite)",
+        doc=f"""On LRA {title}, read from the release files, does DAMCHA (the authors' metric or the
+cross-head one) reach higher validation accuracy than multi-head attention for its forward FLOPs,
+each family searched over width, heads and (DAMCHA) metric rank, generator depth and sharing?
+
+    python -m studies.run lra_suite --data-dir DIR
+""",
+        space=SearchSpace(
+            knobs=KNOBS,
+            searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
+            rules=RULES,
+        ),
+        objectives=ACCURACY_AND_FLOPS,
+        families=(MHA, *DAMCHA_FAMILIES),
+        presets={
+            preset.name: preset
+            for preset in (
+                Preset(
+                    name="smoke",
+                    description="one trial per family on tiny release-format files in seconds (what the tests run)",
+                    task=release,
+                    train=TrainConfig(steps=12, batch_size=8, warmup_steps=2, eval_every=6, learning_rate=3e-3),
+                    fixed={"num_layers": 1, "mlp_width": 64},
+                    domains={
+                        "d_model": Choice((32,)),
+                        "num_heads": Choice((2,)),
+                        "sharing": Choice(("layer",)),
+                        "metric_rank": Choice((4,)),
+                        "generator_depth": Choice((0,)),
+                    },
+                    trials=3,
+                    grace_steps=12,
+                    repeat_seeds=2,
+                ),
+                Preset(
+                    name="quick",
+                    description="small models at LRA's sequence lengths on a CPU machine: hours per task (not yet measured)",
+                    task=release,
+                    train=TrainConfig(steps=1000, batch_size=16, warmup_steps=100, eval_every=250, learning_rate=1e-3),
+                    fixed={"num_layers": 2, "mlp_width": 128},
+                    domains={
+                        "d_model": Choice((32, 64)),
+                        "num_heads": Choice((2, 4)),
+                        "sharing": Choice(("layer", "stack")),
+                        "metric_rank": Choice((4, 8, 16)),
+                        "generator_depth": Choice((0, 1)),
+                    },
+                    trials=12,
+                    grace_steps=500,
+                    repeat_seeds=3,
+                ),
+                Preset(
+                    name="full",
+                    description="LRA-scale models on a GPU cluster: 60 trials per task",
+                    task=release,
+                    train=TrainConfig(
+                        steps=10_000,
+                        batch_size=32,
+                        warmup_steps=1000,
+                        eval_every=1000,
+                        learning_rate=5e-4,
+                        weight_decay=0.1,
+                        precision="bf16",
+                        compile=True,
+                    ),
+                    fixed={"num_layers": 4, "mlp_width": 1024},
+                    domains={
+                        "d_model": Choice((128, 256)),
+                        "num_heads": Choice((4, 8)),
+                        "sharing": Choice(("layer", "group:2", "stack")),
+                        "metric_rank": Choice((8, 16, 32)),
+                        "generator_depth": Choice((0, 1, 2)),
+                    },
+                    trials=60,
+                    cpus_per_trial=4,
+                    gpus_per_trial=1,
+                    grace_steps=3000,
+                    repeat_seeds=5,
+                ),
+            )
+        },
+    )
+
+
+LRA_SUITE = Suite(
+    name="lra_suite",
+    summary="all five LRA tasks from the release files: DAMCHA (both metric modes) against MHA, per task and on average",
+    doc="""On each of the five Long Range Arena tasks (ListOps, Text, Retrieval, Image, Pathfinder),
+read from the release files, does DAMCHA (the authors' metric or the cross-head one) reach
+higher validation accuracy than multi-head attention for its forward FLOPs, and which family
+leads on average across the tasks, as LRA reports it?
+
+    python -m studies.run lra_suite --data-dir /path/to/lra_release
+""",
+    studies={title: _lra_suite_study(title, task) for title, task in LRA_TASKS.items()},
+)
+
 STUDIES: dict[str, Study] = {study.name: study for study in (LRA_SHARING, CROSS_HEAD, RECALL_HEADS, LM_RANK)}
+SUITES: dict[str, Suite] = {LRA_SUITE.name: LRA_SUITE}
 
 
 def get_study(name: str) -> Study:
@@ -509,3 +670,12 @@ def get_study(name: str) -> Study:
         naming.UnknownNameError: "did you mean ..., available: ...".
     """
     return lookup(STUDIES, name, "study")
+
+
+def get_runnable(name: str) -> Study | Suite:
+    """A study or a suite by name: what ``python -m studies.run NAME`` runs.
+
+    Raises:
+        naming.UnknownNameError: "did you mean ..., available: ...".
+    """
+    return lookup({**STUDIES, **SUITES}, name, "study")

@@ -19,7 +19,7 @@ from naming import UnknownNameError
 from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
-from studies.registry import STUDIES, get_study
+from studies.registry import STUDIES, SUITES, Suite, get_runnable
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.train import PRECISIONS
 
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("name", nargs="?", help="study to run (see --list)")
+    parser.add_argument("name", nargs="?", help="study or suite to run (see --list)")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
     parser.add_argument(
@@ -158,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
-        width = max(len(name) for name in STUDIES)
-        for name, study in STUDIES.items():
+        runnable = {**STUDIES, **SUITES}
+        width = max(len(name) for name in runnable)
+        for name, study in runnable.items():
             print(f"{name:<{width}}  {study.summary}")
         return 0
     if args.name is None:
@@ -186,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         compile=args.compile,
     )
     try:
-        run_study(get_study(args.name), options)
+        if isinstance(runnable := get_runnable(args.name), Suite):
+            from studies.suite import run_suite
+
+            run_suite(runnable, options)
+        else:
+            run_study(runnable, options)
     except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError, DataFileError) as error:
         parser.error(str(error))  # exit code 2, like any other bad option
     except StoreBusyError as error:

@@ -171,7 +171,7 @@ def check_ray_address(address: str) -> None:
         ) from None
 
 
-def _start_ray(address: str | None) -> bool:
+def start_ray(address: str | None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``) or start a quiet local Ray; True when this call started it."""
     if ray.is_initialized():
         return False
@@ -347,7 +347,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             )
             _tune(ledger, preset, store.study_name, run.resources, early_stopping=early_stopping)
 
-        started = _start_ray(options.address) if to_run or run.repeat_seeds else False
+        started = start_ray(options.address) if to_run or run.repeat_seeds else False
         try:
             if to_run:
                 tune_trials(run.trials, early_stopping=True)

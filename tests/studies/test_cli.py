@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from storage import single_writer
-from studies.registry import STUDIES, get_study
+from studies.registry import STUDIES, SUITES, get_study
 from studies.run import build_parser, main
 
 
@@ -62,11 +62,11 @@ def test_bad_input_exits_2_and_writes_nothing(argv: list[str], message: str, cap
     assert list(tmp_path.iterdir()) == []  # no store, no report, no half-written study
 
 
-def test_list_shows_each_study_on_one_line(capsys) -> None:
+def test_list_shows_each_study_and_suite_on_one_line(capsys) -> None:
     assert main(["--list"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(STUDIES)
-    assert lines[0].startswith("lra_sharing ")
+    assert len(lines) == len(STUDIES) + len(SUITES)
+    assert [line.split()[0] for line in lines] == ["lra_sharing", "cross_head", "recall_heads", "lm_rank", "lra_suite"]
 
 
 def test_help_explains_every_option_with_its_default() -> None:

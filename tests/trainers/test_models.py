@@ -185,6 +185,7 @@ def test_a_small_embedding_std_starts_a_decoder_near_uniform_guessing() -> None:
     vocab, width = 258, 64
     inputs, targets = torch.randint(2, vocab, (2, 4, LENGTH))  # (B, T) each
 
+    @torch.no_grad()
     def first_loss(embedding_std: float | None) -> float:
         torch.manual_seed(0)
         config = _config(vocab_size=vocab, architecture="decoder", d_model=width, embedding_std=embedding_std)

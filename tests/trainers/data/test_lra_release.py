@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from tests.trainers.data.release_files import AAN_ROWS, write_aan, write_cifar, write_imdb, write_pathfinder
 from trainers.data.batches import iterate_pair_batches
 from trainers.data.lra_files import DataFileError
 from trainers.data.tasks import image_release, pathfinder_release, retrieval_release, text_release
 from trainers.data.tokenize import VALUE_OFFSET
-
-
-def write_imdb(root: Path, reviews: dict[str, dict[str, list[bytes]]]) -> None:
-    for split, by_sentiment in reviews.items():
-        for sentiment, texts in by_sentiment.items():
-            folder = root / "aclImdb" / split / sentiment
-            folder.mkdir(parents=True)
-            for index, text in enumerate(texts):
-                (folder / f"{index}_7.txt").write_bytes(text)
 
 
 def test_text_reads_reviews_as_truncated_bytes(tmp_path: Path) -> None:
@@ -46,15 +37,6 @@ def test_text_missing_folder_names_task_path_and_source(tmp_path: Path) -> None:
         DataFileError, match=r"task 'text': expected directory 'aclImdb/test' under .* it comes from https://ai.stanford.edu"
     ):
         text_release(tmp_path, cache_dir=tmp_path / "cache")
-
-
-AAN_ROWS = ['1.0\tP01-1001\tP02-2002\tfirst paper text\tsecond "quoted" text', "0.0\tP03-3003\tP04-4004\tshort\tanother document"]
-
-
-def write_aan(root: Path, rows: dict[str, list[str]]) -> None:
-    (root / "tsv_data").mkdir(parents=True)
-    for name in ("train", "eval", "test"):
-        (root / "tsv_data" / f"new_aan_pairs.{name}.tsv").write_text("\n".join(rows.get(name, AAN_ROWS)) + "\n")
 
 
 def test_retrieval_reads_pairs_and_batches_two_towers(tmp_path: Path) -> None:
@@ -85,21 +67,6 @@ def test_retrieval_malformed_rows_name_file_and_line(tmp_path: Path, row: str, m
         retrieval_release(tmp_path, cache_dir=tmp_path / "cache")
 
 
-def write_cifar(
-    root: Path, images_per_batch: int, rng: np.random.Generator, labels: list[int] | None = None
-) -> dict[str, np.ndarray]:
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    written = {}
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        data = rng.integers(0, 256, size=(images_per_batch, 3072), dtype=np.uint8)
-        batch_labels = labels if labels is not None else rng.integers(0, 10, size=images_per_batch).tolist()
-        with (folder / name).open("wb") as handle:
-            pickle.dump({b"data": data, b"labels": batch_labels, b"batch_label": name.encode()}, handle)
-        written[name] = data
-    return written
-
-
 def test_image_is_grayscale_1024_pixel_tokens(tmp_path: Path) -> None:
     written = write_cifar(tmp_path, 4, np.random.default_rng(0))
     splits = image_release(tmp_path, cache_dir=tmp_path / "cache")
@@ -115,20 +82,6 @@ def test_image_bad_label_names_file_and_example(tmp_path: Path) -> None:
     write_cifar(tmp_path, 3, np.random.default_rng(0), labels=[1, 10, 2])
     with pytest.raises(DataFileError, match=r"data_batch_1: example 1: label 10 is outside 0..9"):
         image_release(tmp_path, cache_dir=tmp_path / "cache")
-
-
-def write_pathfinder(root: Path, examples: int, rng: np.random.Generator, extra_row: str = "") -> tuple[Path, list[np.ndarray]]:
-    base = root / "pathfinder32" / "curv_contour_length_14"
-    (base / "imgs" / "0").mkdir(parents=True)
-    (base / "metadata").mkdir()
-    images, rows = [], []
-    for index in range(examples):
-        pixels = rng.integers(0, 256, size=(32, 32), dtype=np.uint8)
-        Image.fromarray(pixels, mode="L").save(base / "imgs" / "0" / f"sample_{index}.png")
-        images.append(pixels)
-        rows.append(f"imgs/0 sample_{index}.png 0 {index % 2} 1.8 6 2.0 5 1.5 1 1")
-    (base / "metadata" / "0.npy").write_text("\n".join(rows + ([extra_row] if extra_row else [])) + "\n")
-    return base, images
 
 
 def test_pathfinder_reads_metadata_and_pngs(tmp_path: Path) -> None:

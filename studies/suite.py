@@ -1,0 +1,76 @@
+"""Running a suite (``studies.registry.Suite``): each task's study in turn by
+``studies.runner.run_study`` on one Ray session, then the suite's report.
+
+Every task's options and data files are checked before the first study starts, so a
+missing file of the last task writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+import optuna
+import ray
+
+from outputs import write_atomically
+from reports.files import report_path
+from reports.suite import suite_html, suite_lines
+from storage import masked_url, open_storage
+from studies.registry import Suite
+from studies.runner import RunOptions, RunOutcome, check_options, run_study, start_ray
+from trainers.data.cache import default_cache_dir
+
+
+def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> list[RunOutcome]:
+    """Run (or resume) every study of a suite, then write the suite's report.
+
+    Args:
+        suite: The suite.
+        options: The run's options; ``report`` names the suite's report (each study's
+            own report goes to its default path).
+        out: Where the summaries go (default: ``sys.stdout`` at call time).
+
+    Returns:
+        Each study's outcome, in the suite's order.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError,
+            DataFileError: bad input or data of any task, before anything is written.
+        StoreBusyError: another driver is writing to the same SQLite store.
+    """
+    out = out or sys.stdout
+    preset = options.preset or suite.default_preset
+    options = replace(options, preset=preset)
+    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+    checked = [check_options(study, options) for study in suite.studies.values()]
+    for run in checked:  # every task's files, before the first store is touched
+        if run.preset.task.reads_files:
+            run.preset.task.load(cache_dir)
+    started = start_ray(options.address)
+    try:
+        outcomes = [run_study(study, replace(options, report=None), out) for study in suite.studies.values()]
+    finally:
+        if started:
+            ray.shutdown()
+    url = checked[0].url
+    stores = {
+        title: optuna.load_study(study_name=outcome.study_name, storage=open_storage(url, read_only=True))
+        for title, outcome in zip(suite.studies, outcomes, strict=True)
+    }
+    report = options.report or report_path(suite.store_name(preset))
+    links = {name: _relative(outcome.report, report.parent) for name, outcome in zip(stores, outcomes, strict=True)}
+    write_atomically(report, suite_html(suite.store_name(preset), suite.doc, stores, url, links))
+    print("\n".join([f"\n{suite.store_name(preset)}", *suite_lines(stores), f"  report: {report}"]), file=out)
+    print(f"  store:  {masked_url(url)}", file=out)
+    return outcomes
+
+
+def _relative(path: Path, folder: Path) -> str:
+    """``path`` as a link from a page in ``folder`` (absolute where it lies elsewhere)."""
+    try:
+        return str(path.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return path.resolve().as_uri()

@@ -1,0 +1,86 @@
+"""lra_suite's smoke preset on tiny files in each LRA release format: the five tasks' studies in
+turn, and one report with a per-task table and the cross-task average; a missing task's
+files exit 2 before anything is written."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from studies.registry import LRA_SUITE, LRA_TASKS
+from studies.run import main
+from tests.studies.test_data_dir import _exit_code, _tree
+from tests.trainers.data.release_files import write_lra_release
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
+    root = tmp_path_factory.mktemp("lra_suite")
+    data = write_lra_release(root / "lra_release", np.random.default_rng(0))
+    url = f"sqlite:///{root / 'store.db'}"
+    argv = ["lra_suite", "--preset", "smoke", "--storage", url, "--data-dir", str(data), "--data-cache", str(root / "cache")]
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as output:
+        patch.chdir(root)
+        patch.delenv("LRA_DATA_DIR", raising=False)
+        assert main(argv) == 0
+    stores = {
+        title: optuna.load_study(study_name=study.store_name("smoke"), storage=url) for title, study in LRA_SUITE.studies.items()
+    }
+    return {"root": root, "data": data, "stores": stores, "output": output.getvalue()}
+
+
+def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated(suite_run: dict) -> None:
+    assert list(suite_run["stores"]) == list(LRA_TASKS) == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
+    for (title, task), store in zip(LRA_TASKS.items(), suite_run["stores"].values(), strict=True):
+        assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v1"
+        trials = store.get_trials()
+        assert all(t.state == TrialState.COMPLETE for t in trials), title
+        assert store.user_attrs["task"] == {"task": task, "source": "lra_release", "data_dir": str(suite_run["data"])}
+        searched = [t.user_attrs["family"] for t in trials if "repeat_of" not in t.user_attrs]
+        repeated = {t.user_attrs["family"] for t in trials if "repeat_of" in t.user_attrs}
+        assert searched == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] and repeated == set(searched), title
+        architecture = "pair" if task == "lra_retrieval" else "encoder"
+        assert {t.user_attrs["model_config"]["architecture"] for t in trials} == {architecture}
+        assert "paired t-test over 2 fresh seeds" in store.user_attrs["verdict"]
+
+
+def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average(suite_run: dict) -> None:
+    page = (suite_run["root"] / "runs" / "reports" / "lra_suite-smoke-v1.html").read_text()
+    table = re.search(r"<table[^>]*>.*?</table>", page, re.DOTALL).group(0)
+    header = re.findall(r"<th>(.*?)</th>", table.split("</thead>")[0])
+    assert header == ["family", *LRA_TASKS, "average"]
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>(.*?)</tr>", table.split("<tbody>")[1], re.DOTALL)
+    assert [family for family, _ in rows] == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"]
+    for family, cells in rows:
+        values = re.findall(r"<td>([\d.]+)%", cells)
+        assert len(values) == len(LRA_TASKS) + 1, family  # every task, and the average
+        assert float(values[-1]) == pytest.approx(np.mean([float(v) for v in values[:-1]]), abs=0.06), family
+    for title, task in LRA_TASKS.items():  # each verdict, linked to its task's own report
+        study = f"lra_suite_{task.removeprefix('lra_')}"
+        assert f'<a href="{study}-smoke-v1.html">{title}</a>' in page
+        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v1.html").is_file()
+    assert "lra_suite-smoke-v1" in suite_run["output"] and "average over the tasks: MHA " in suite_run["output"]
+
+
+def test_a_missing_task_exits_2_naming_it_before_any_study_starts(
+    suite_run: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "lra_release"
+    shutil.copytree(suite_run["data"], data)
+    shutil.rmtree(data / "pathfinder32")  # the last task's files
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DAMCHA_STORAGE_URL", raising=False)
+    before = _tree(tmp_path)
+    assert _exit_code(["lra_suite", "--preset", "smoke", "--data-dir", str(data), "--data-cache", "cache"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"task 'pathfinder': expected directory 'pathfinder32/curv_contour_length_14' under .*lra_release", error)
+    written = set(_tree(tmp_path)) - set(before)
+    assert all(path.startswith("cache/") for path in written), written  # no store, no report (caches of the tasks read are kept)
