@@ -114,11 +114,10 @@ def suite_html(name: str, question: str, stores: dict[str, optuna.Study], storag
         text = measured.shown(row["value"])
         if row["seeds"] == 0:
             return text + UNCORRECTED
-        return (
-            text
-            if math.isnan(row["ci_low"])
-            else f"{text} [{measured.scaled(row['ci_low']):.1f}, {measured.scaled(row['ci_high']):.1f}]"
-        )
+        if math.isnan(row["ci_low"]):
+            return text
+        low, high = (f"{measured.scaled(row[end]):.{measured.decimals}f}" for end in ("ci_low", "ci_high"))
+        return f"{text} [{low}, {high}]"
 
     table = pd.DataFrame(
         [
