@@ -472,11 +472,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
 
     python -m studies.run lm_rank --preset quick
 """,
-    space=SearchSpace(
-        knobs=KNOBS,
-        searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
-        rules=RULES,
-    ),
+    space=LRA_SHARING.space,  # the same knobs: MHA's width and heads, DAMCHA's as well
     objectives=(BITS_PER_BYTE, FLOPS_PER_EXAMPLE),
     families=(MHA, *DAMCHA_FAMILIES),
     presets={
@@ -514,22 +510,12 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
                 },
                 trials=12,
                 grace_steps=500,
-                repeat_seeds=2,
             ),
             Preset(
                 name="full",
                 description="1024-byte windows (25.6 MB of text) on a GPU cluster, hundreds of trials",
                 task=ByteLanguageTask(CorpusSpec(seq_len=1024, train_examples=25_000, val_examples=2000)),
-                train=TrainConfig(
-                    steps=20_000,
-                    batch_size=32,
-                    warmup_steps=1000,
-                    eval_every=1000,
-                    learning_rate=1e-3,
-                    weight_decay=0.1,
-                    precision="bf16",
-                    compile=True,
-                ),
+                train=replace(CROSS_HEAD.preset("full").train, batch_size=32),  # 20k steps, bf16, compiled
                 fixed={"num_layers": 6, "mlp_width": 1024, "metric_chunk": 64},
                 domains={
                     "d_model": Choice((256, 512)),
@@ -569,11 +555,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
 
     python -m studies.run lra_suite --data-dir DIR
 """,
-        space=SearchSpace(
-            knobs=KNOBS,
-            searched=("attention", "metric_mode", "d_model", "num_heads", "sharing", "metric_rank", "generator_depth"),
-            rules=RULES,
-        ),
+        space=LRA_SHARING.space,  # the same knobs
         objectives=ACCURACY_AND_FLOPS,
         families=(MHA, *DAMCHA_FAMILIES),
         presets={
@@ -617,16 +599,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
                     name="full",
                     description="LRA-scale models on a GPU cluster: 60 trials per task",
                     task=release,
-                    train=TrainConfig(
-                        steps=10_000,
-                        batch_size=32,
-                        warmup_steps=1000,
-                        eval_every=1000,
-                        learning_rate=5e-4,
-                        weight_decay=0.1,
-                        precision="bf16",
-                        compile=True,
-                    ),
+                    train=replace(LRA_SHARING.preset("full").train, steps=10_000, eval_every=1000),  # bf16, compiled
                     fixed={"num_layers": 4, "mlp_width": 1024},
                     domains={
                         "d_model": Choice((128, 256)),
