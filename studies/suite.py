@@ -2,7 +2,8 @@
 ``studies.runner.run_study`` on one Ray session, then the suite's report.
 
 Every task's options and data files are checked before the first study starts, so a
-missing file of the last task writes nothing.
+missing file of the last task writes no store and no report (the caches of the tasks
+read before it are kept: valid, and reused by the next run).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
 
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError,
-            DataFileError: bad input or data of any task, before anything is written.
+            DataFileError: bad input or data of any task, before any store or report is written.
         StoreBusyError: another driver is writing to the same SQLite store.
     """
     out = out or sys.stdout
@@ -60,10 +61,10 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
         title: optuna.load_study(study_name=outcome.study_name, storage=open_storage(url, read_only=True))
         for title, outcome in zip(suite.studies, outcomes, strict=True)
     }
-    report = options.report or report_path(suite.store_name(preset))
+    report = options.report or report_path(suite.report_name(preset))
     links = {name: _relative(outcome.report, report.parent) for name, outcome in zip(stores, outcomes, strict=True)}
-    write_atomically(report, suite_html(suite.store_name(preset), suite.doc, stores, url, links))
-    print("\n".join([f"\n{suite.store_name(preset)}", *suite_lines(stores), f"  report: {report}"]), file=out)
+    write_atomically(report, suite_html(suite.report_name(preset), suite.doc, stores, url, links))
+    print("\n".join([f"\n{suite.report_name(preset)}", *suite_lines(stores), f"  report: {report}"]), file=out)
     print(f"  store:  {masked_url(url)}", file=out)
     return outcomes
 
