@@ -46,7 +46,8 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         one seed), ``fresh`` (the value of each fresh-seed repeat, by its ``repeat_index``),
         ``search_value``, ``search_score`` and ``number`` (its best run in the search itself,
         which selected it; its best repeat when it has only repeats), ``flops_per_example``,
-        ``parameters``, ``examples_per_s``, ``numbers`` (trial numbers). ``attrs`` hold the ``Quality``.
+        ``parameters``, ``examples_per_s``, ``numbers`` (trial numbers), ``point`` (the named
+        point it is, or None). ``attrs`` hold the ``Quality``.
     """
     measured = quality(frame)
     complete = frame[frame["state"] == "COMPLETE"].copy()
@@ -85,6 +86,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 "parameters": first.get("parameters"),
                 "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
                 "numbers": group["number"].tolist(),
+                "point": first.get("point"),
             }
         )
     configs = pd.DataFrame(rows)

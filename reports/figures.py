@@ -37,7 +37,8 @@ def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
 def hover_text(row: pd.Series, knobs: list[str], column: str) -> str:
     """Every knob (``knobs``: the frame's knob columns), the value of ``column`` (the study's
     first objective) and the costs of a trial, HTML-escaped, one per line."""
-    lines = [f"trial {row['number']}: {row['family']} ({row['state'].lower()})"]
+    point = f", {row['point']}" if isinstance(row.get("point"), str) else ""
+    lines = [f"trial {row['number']}: {row['family']}{point} ({row['state'].lower()})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
     lines.append(f"{column} = {row[column]:.4f}")
     for name, unit in (

@@ -93,7 +93,7 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
         repeated = "*" if row["seeds"] > 1 else ""
         rows.append(
             {
-                "family": row["family"],
+                "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
                 **{k: _knob_text(row.get(k)) for k in knobs},
                 _value_header(measured): f"{number(row['mean'])}{interval}{repeated}",
                 "seeds": row["seeds"],

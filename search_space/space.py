@@ -146,16 +146,21 @@ class SearchSpace:
             knobs[name] = replace(knob, domain=domain)
         return replace(self, knobs=knobs)
 
-    def suggest(self, trial: optuna.Trial) -> dict[str, Value]:
+    def suggest(self, trial: optuna.Trial, given: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Sample the searched knobs define-by-run; knobs whose condition fails are skipped.
+
+        Args:
+            trial: The trial to sample.
+            given: Values that are not sampled (a named point's): they count for the conditions.
 
         Returns:
             The sampled values of the active searched knobs.
         """
+        given = dict(given or {})
         values: dict[str, Value] = {}
         for name in self.searched:
             knob = self.knobs[name]
-            if knob.active(self.defaults() | values):
+            if name not in given and knob.active(self.defaults() | given | values):
                 values[name] = knob.domain.suggest(trial, name)
         return values
 
@@ -163,11 +168,14 @@ class SearchSpace:
         """Every knob's default value."""
         return {name: knob.default for name, knob in self.knobs.items()}
 
-    def resolve(self, values: Mapping[str, Value]) -> dict[str, Value]:
+    def resolve(self, values: Mapping[str, Value], beyond_domains: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Check a configuration and complete it with defaults.
 
         Args:
             values: Values of some knobs (sampled, fixed by the user, or a baseline).
+            beyond_domains: Values of knobs that may lie outside the (narrowed) domains: a
+                named point's, which the model configuration checks instead. Conditions and
+                rules still apply.
 
         Returns:
             Every active knob's value (given, else default); inactive knobs are dropped.
@@ -178,7 +186,10 @@ class SearchSpace:
         """
         for name, value in values.items():
             self._check_domain(self.knob(name), value)
-        full = self.defaults() | dict(values)
+        for name in beyond_domains or {}:
+            self.knob(name)  # an unknown name raises
+        values = dict(values) | dict(beyond_domains or {})
+        full = self.defaults() | values
         resolved = {}
         for name, knob in self.knobs.items():
             if knob.active(full):

@@ -17,6 +17,8 @@ from optuna.trial import TrialState
 ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
 SCORE = "score"  # frame column: the study's first objective, signed so that larger is better
 INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
+POINT_ATTRIBUTE = "point"  # user attribute: the named point a trial trains (``studies.registry.NamedPoint``)
+POINT_VALUES_ATTRIBUTE = "point_values"  # user attribute: that point's knob values, which are no Optuna params
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
@@ -42,6 +44,7 @@ ATTRIBUTE_COLUMNS = (
     "ray_trial_id",
     "repeat_of",
     "repeat_index",
+    POINT_ATTRIBUTE,
 )
 
 
@@ -138,6 +141,13 @@ def family_of(trial: optuna.trial.FrozenTrial) -> str:
     return "other"
 
 
+def configuration(trial: optuna.trial.FrozenTrial | optuna.Trial) -> dict[str, Any]:
+    """A trial's knob values: its Optuna params and, for a named point, the point's own values
+    (a tuple value, such as per-layer widths, comes back from the store as a list: a tuple again)."""
+    point = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE) or {}
+    return dict(trial.params) | {name: tuple(value) if isinstance(value, list) else value for name, value in point.items()}
+
+
 def configuration_key(params: dict[str, Any]) -> str:
     """One string per configuration: trials with the same knobs (seed repeats) share it."""
     return json.dumps({name: value for name, value in sorted(params.items()) if value is not None}, default=str)
@@ -151,8 +161,9 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial that started (queued trials are not results yet).
 
-    Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (Optuna params; ``knob_columns`` names
-    them), the attributes in ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
+    Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (``configuration``:
+    Optuna params and a named point's values; ``knob_columns`` names them), the attributes in
+    ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
     reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
     so that larger is better. ``frame.attrs`` hold the knob columns and the ``Quality``.
@@ -161,8 +172,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
     rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
     for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
-        knobs.update(dict.fromkeys(trial.params))
-        row = {"number": trial.number, "state": outcome(trial), **trial.params}
+        values = configuration(trial)
+        knobs.update(dict.fromkeys(values))
+        row = {"number": trial.number, "state": outcome(trial), **values}
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
         if trial.state == TrialState.FAIL and row["error"] is None:
             row["error"] = LOST_DRIVER_ERROR

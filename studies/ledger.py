@@ -13,7 +13,7 @@ import socket
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import optuna
@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
+from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 from studies.failures import failure_of
 from studies.plan import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
 from studies.registry import Family, Preset, Study
@@ -129,7 +129,8 @@ class Ledger:
             for _ in range(MAX_RESAMPLES):
                 trial, sampled = self._sample()
                 try:
-                    knobs = self.space.resolve(sampled | self._fixed_where_active(trial))
+                    point_values = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE)
+                    knobs = self.space.resolve(sampled | self._fixed_where_active(trial), beyond_domains=point_values)
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
                     del self.open[trial.number]
                     trial.set_user_attr("error", f"rejected before training: {error}")
@@ -143,17 +144,28 @@ class Ledger:
 
         The store's queue comes first: ``ask`` takes its oldest trial, with the values it
         fixes. Otherwise a searched trial of the next family (``_next_family``) is queued
-        with the family's values and taken at once: the ask lock is held, so no other
-        driver takes it in between. The sampler proposes the rest.
+        with the family's values (the family's named point, the first time) and taken at
+        once: the ask lock is held, so no other driver takes it in between. The sampler
+        proposes the rest (none of a named point's own knobs).
         """
         if not queued(self.study):
             family = self._next_family()
-            enqueue(self.study, PlannedTrial(fixed=family.values, family=family.label, baseline=family.baseline))
+            planned = PlannedTrial(fixed=family.values, family=family.label, baseline=family.baseline)
+            enqueue(self.study, self._with_point_due(planned))
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
         self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
-        return trial, self.space.suggest(trial)
+        return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
+
+    def _with_point_due(self, planned: PlannedTrial) -> PlannedTrial:
+        """``planned`` as its family's named point when no trial of the store has trained that point
+        yet (a failed one's retry is queued with it); else as it is."""
+        asked = {trial.user_attrs.get(POINT_ATTRIBUTE) for trial in self.study.get_trials(deepcopy=False)}
+        for point in self.definition.points:
+            if point.family == planned.family and point.label not in asked:
+                return replace(planned, point=point.label, point_values=point.values)
+        return planned
 
     def _next_family(self) -> Family:
         """The family with the fewest trials so far (all drivers'; the first on ties): the budget splits evenly.

@@ -22,7 +22,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search_space.space import Value
-from storage.trials import INFEASIBLE_ATTRIBUTE
+from storage.trials import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
@@ -43,6 +43,8 @@ class PlannedTrial:
         repeat_index: Which fresh seed (1, 2, ...): repeat ``k`` of every configuration
             trains on the same seed, so the families' repeats can be compared in pairs.
         attempt: How many times its configuration failed and was retried before.
+        point: The label of the study's named point it trains (``studies.registry.NamedPoint``).
+        point_values: The point's knob values, outside the sampler's parameters.
     """
 
     fixed: Mapping[str, Value]
@@ -52,6 +54,8 @@ class PlannedTrial:
     repeat_of: int | None = None
     repeat_index: int | None = None
     attempt: int = 0
+    point: str | None = None
+    point_values: Mapping[str, Value] | None = None
 
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
@@ -61,6 +65,8 @@ class PlannedTrial:
             "repeat_of": self.repeat_of,
             "repeat_index": self.repeat_index,
             "attempt": self.attempt or None,
+            POINT_ATTRIBUTE: self.point,
+            POINT_VALUES_ATTRIBUTE: None if self.point_values is None else dict(self.point_values),
         }
         return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
@@ -76,6 +82,8 @@ class PlannedTrial:
             repeat_of=attributes.get("repeat_of"),
             repeat_index=attributes.get("repeat_index"),
             attempt=int(attributes.get("attempt", 0)),
+            point=attributes.get(POINT_ATTRIBUTE),
+            point_values=attributes.get(POINT_VALUES_ATTRIBUTE),
         )
 
 

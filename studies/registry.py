@@ -72,6 +72,26 @@ class Family:
 
 
 @dataclass(frozen=True)
+class NamedPoint:
+    """A configuration every run of a study trains once, by name, as one of a family's trials
+    (from that family's budget; its seed repeats and retries keep it).
+
+    Its values are not sampler parameters: they may lie outside a preset's domains and
+    set knobs the study does not search (the model configuration checks them). The
+    sampler chooses the searched knobs it leaves, such as width and heads.
+
+    Attributes:
+        label: How reports and the store (``point`` user attribute) name it.
+        family: The label of the family it belongs to.
+        values: Its knob values.
+    """
+
+    label: str
+    family: str
+    values: Mapping[str, Value]
+
+
+@dataclass(frozen=True)
 class Study:
     """A named study.
 
@@ -84,6 +104,7 @@ class Study:
         families: The designs compared, the baseline among them. The budget splits evenly
             across them, and each is searched over every searched knob that applies to it.
         presets: Budgets by name.
+        points: Named configurations each run trains once (``NamedPoint``).
         default_preset: The preset used without ``--preset``.
         version: Bumped when a change makes old trials incomparable.
     """
@@ -95,6 +116,7 @@ class Study:
     objectives: tuple[Objective, ...]
     families: tuple[Family, ...]
     presets: Mapping[str, Preset]
+    points: tuple[NamedPoint, ...] = ()
     default_preset: str = "quick"
     version: int = 1
 
@@ -113,6 +135,11 @@ class Study:
                     raise ValueError(f"study {self.name!r}, family {family.label!r}: {name}={value!r} is not a searched value")
         if sum(family.baseline for family in self.families) != 1:
             raise ValueError(f"study {self.name!r} needs exactly one baseline family")
+        families = {family.label: family for family in self.families}
+        for point in self.points:
+            if point.family not in families:
+                raise ValueError(f"study {self.name!r}, point {point.label!r}: no family {point.family!r}")
+            self.space.resolve(families[point.family].values, beyond_domains=point.values)  # knobs, conditions, rules
 
     @property
     def task(self) -> str:
@@ -198,6 +225,14 @@ DAMCHA_FAMILIES = (
     Family("DAMCHA (paper)", {"attention": "damcha", "metric_mode": "rowsum"}),
     Family("DAMCHA (cross)", {"attention": "damcha", "metric_mode": "cross"}),
 )
+# The authors' released configuration, at the width and heads the search picks: their rowsum
+# metric at full rank, one generator for the whole stack (with post-LayerNorm it reads the
+# token and position embeddings, once) with hidden widths 256 then 512, post-LayerNorm blocks.
+AUTHORS = NamedPoint(
+    "authors' configuration",
+    family="DAMCHA (paper)",
+    values={"metric_rank": "full", "sharing": "stack", "generator_depth": 2, "generator_width": (256, 512), "norm": "post"},
+)
 # The cross-head mechanisms the DAMCHA paper compares against (``trainers.attention``).
 CROSS_HEAD_FAMILIES = (
     Family("Talking-Heads", {"attention": "tha"}),
@@ -223,7 +258,10 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
     ),
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES),
-    version=2,  # v2: three families sharing the budget evenly (v1: four MHA grid points and DAMCHA cross alone)
+    points=(AUTHORS,),
+    # v3: the authors' configuration trained as a named point; v2: three families sharing the
+    # budget evenly (v1: four MHA grid points and DAMCHA cross alone)
+    version=3,
     presets={
         preset.name: preset
         for preset in (
@@ -321,6 +359,8 @@ and head counts with an equal share of the budget, on multi-query associative re
     ),
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES, *CROSS_HEAD_FAMILIES),
+    points=(AUTHORS,),
+    version=2,  # v2: the authors' configuration trained as a named point
     presets={
         preset.name: preset
         for preset in (
@@ -417,7 +457,8 @@ generator depth.
     ),
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES),
-    version=2,  # v2: the quick preset trains 4000 steps (v1: 2000)
+    points=(AUTHORS,),
+    version=3,  # v3: the authors' configuration trained as a named point; v2: the quick preset trains 4000 steps (v1: 2000)
     presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
         "smoke": replace(
             CROSS_HEAD.preset("smoke"),
@@ -475,6 +516,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
     space=LRA_SHARING.space,  # the same knobs: MHA's width and heads, DAMCHA's as well
     objectives=(BITS_PER_BYTE, FLOPS_PER_EXAMPLE),
     families=(MHA, *DAMCHA_FAMILIES),
+    points=(AUTHORS,),
     presets={
         preset.name: preset
         for preset in (
@@ -558,6 +600,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
         space=LRA_SHARING.space,  # the same knobs
         objectives=ACCURACY_AND_FLOPS,
         families=(MHA, *DAMCHA_FAMILIES),
+        points=(AUTHORS,),
         presets={
             preset.name: preset
             for preset in (

@@ -36,7 +36,7 @@ from storage import (
     single_writer,
     sqlite_path,
 )
-from storage.trials import configuration_key, family_bests, outcome, trials_frame
+from storage.trials import configuration, configuration_key, family_bests, outcome, trials_frame
 from studies.ledger import Ledger
 from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued, recover_interrupted, trials_counted
 from studies.progress import ProgressLine
@@ -444,11 +444,11 @@ def plan_repeats(store: optuna.Study, seeds: int) -> int:
     for trial in stored:
         if "repeat_index" in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
             original = by_number[trial.user_attrs["repeat_of"]]
-            has.setdefault(configuration_key(original.params), set()).add(trial.user_attrs["repeat_index"])
+            has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs["repeat_index"])
     planned = 0
     for number in family_bests(frame)["number"]:
         original = by_number[int(number)]  # a search trial: family_bests leaves repeats out
-        key = configuration_key(original.params)
+        key = configuration_key(configuration(original))
         plan = replace(PlannedTrial.of(original), repeat_of=original.number, retry_of=None, attempt=0)
         for index in sorted(set(range(1, seeds + 1)) - has.setdefault(key, set())):
             enqueue(store, replace(plan, repeat_index=index))

@@ -8,7 +8,8 @@ from dataclasses import fields
 import optuna
 from optuna.trial import TrialState
 
-from studies.registry import LRA_SHARING
+from storage.trials import trials_frame
+from studies.registry import AUTHORS, LRA_SHARING
 from tests.conftest import SMOKE_STUDY as NAME
 from trainers.config import ModelConfig
 
@@ -133,3 +134,21 @@ def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
     assert f"  verdict: {sentence}\n" in smoke_run["output"]
     page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
     assert f'<p class="headline">{html.escape(sentence)}</p>' in page
+
+
+def test_the_authors_configuration_is_trained_as_a_named_point_of_its_family(smoke_run: dict) -> None:
+    """The first DAMCHA (paper) trial is the authors' configuration, at a width and head count the
+    sampler chose; its own values are no sampler parameters, and its seed repeats keep them."""
+    (point,) = [t for t in smoke_run["first"] if t.user_attrs.get("point") == AUTHORS.label]
+    paper = [t for t in smoke_run["first"] if t.user_attrs["family"] == "DAMCHA (paper)"]
+    assert point.number == paper[0].number and point.user_attrs["family"] == AUTHORS.family
+    assert set(point.params) == {"attention", "metric_mode", "d_model", "num_heads"}  # the sampler's part
+    model = point.user_attrs["model_config"]
+    assert model["metric_mode"] == "rowsum" and model["metric_rank"] == "full" and model["norm"] == "post"
+    assert model["sharing"] == "stack" and model["generator_depth"] == 2 and list(model["generator_width"]) == [256, 512]
+    frame = trials_frame(optuna.load_study(study_name=NAME, storage=smoke_run["url"]))
+    row = frame.set_index("number").loc[point.number]
+    assert row["metric_rank"] == "full" and row["norm"] == "post" and row["point"] == AUTHORS.label
+    repeats = [t for t in smoke_run["second"] if t.user_attrs.get("repeat_of") == point.number]
+    for repeat in repeats:  # repeated when it is among its family's best: the same configuration
+        assert repeat.user_attrs["point"] == AUTHORS.label and repeat.user_attrs["model_config"]["metric_rank"] == "full"
