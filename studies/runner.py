@@ -124,6 +124,25 @@ def pinned_space(study: Study, preset: Preset, fixed: dict[str, Value]) -> tuple
     return space, others
 
 
+def without_contradicted_points(study: Study, fixed: dict[str, Value]) -> tuple[Study, list[str]]:
+    """The study without the named points that the user's fixed values contradict (a point
+    trained with another value of its own knob would no longer be that configuration).
+
+    Returns:
+        The study, and one sentence per point left out.
+    """
+    kept, dropped = [], []
+    for point in study.points:
+        clashes = [
+            f"--fix {name}={fixed[name]!r}" for name, value in point.values.items() if name in fixed and fixed[name] != value
+        ]
+        if clashes:
+            dropped.append(f"the {point.label} is not trained: {', '.join(clashes)} contradicts its own values")
+        else:
+            kept.append(point)
+    return replace(study, points=tuple(kept)), dropped
+
+
 def _store_name(study: Study, preset: Preset, fixed: dict[str, Value]) -> str:
     """Stable name; fixed knobs make a different study (its trials answer another question)."""
     suffix = "".join(f"-{name}={value}" for name, value in sorted(fixed.items()))
@@ -322,6 +341,9 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             to_run = plan_trials(store, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(store.study_name)
         print(f"study {store.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
+        definition, left_out = without_contradicted_points(study, options.fixed)
+        for sentence in left_out:
+            print(f"note: {sentence}", file=out)
 
         if not preset.task.reads_files:  # built once here, after a bad storage URL has failed fast; workers memory-map it
             preset.task.load(cache_dir)
@@ -334,7 +356,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             ledger = Ledger(
                 store,
                 storage=storage,
-                definition=study,
+                definition=definition,
                 preset=preset,
                 space=run.space,
                 fixed=run.fixed_others,

@@ -116,7 +116,7 @@ def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path:
 
 def damcha_only(space: SearchSpace) -> Study:
     """The study over ``space`` with one family, DAMCHA, that samples every knob."""
-    return replace(LRA_SHARING, space=space, families=(Family("DAMCHA", {"attention": "damcha"}, baseline=True),))
+    return replace(LRA_SHARING, space=space, families=(Family("DAMCHA", {"attention": "damcha"}, baseline=True),), points=())
 
 
 def rule_breaking_ledger(tmp_path: Path, sampler: optuna.samplers.BaseSampler) -> Ledger:
@@ -154,11 +154,15 @@ def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -
 
 
 def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(tmp_path: Path) -> None:
-    from studies.runner import pinned_space
+    from studies.runner import pinned_space, without_contradicted_points
 
     space, others = pinned_space(LRA_SHARING, PRESET, {"generator_width": 16})  # not searched by the study
     assert others == {"generator_width": 16}
-    ledger = make_ledger(tmp_path, [], 3, space=space, fixed=others)
+    definition, left_out = without_contradicted_points(LRA_SHARING, others)  # the authors' widths are (256, 512)
+    assert definition.points == () and left_out == [
+        "the authors' configuration is not trained: --fix generator_width=16 contradicts its own values"
+    ]
+    ledger = make_ledger(tmp_path, [], 3, definition=definition, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert configs[0]["model"]["attention"] == "mha"
     assert all(c["model"]["attention"] == "damcha" and c["model"]["generator_width"] == 16 for c in configs[1:])

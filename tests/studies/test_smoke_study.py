@@ -75,6 +75,8 @@ def test_the_families_share_the_budget_each_searched_over_its_knobs(smoke_run: d
         assert all(trial.params[name] == value for name, value in family.values.items())
         if family.baseline:  # MHA is searched over the shared knobs, and has no DAMCHA knob
             assert set(trial.params) == {"attention", "d_model", "num_heads"}
+        elif "point" in trial.user_attrs:  # a named point: its own knobs are not searched (below)
+            assert {"d_model", "num_heads"} <= set(trial.params)
         else:
             assert {"d_model", "num_heads", "sharing", "metric_rank", "generator_depth"} <= set(trial.params)
 
