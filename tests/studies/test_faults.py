@@ -186,6 +186,7 @@ def faulty_study() -> Study:
             Family("DAMCHA", {"attention": "damcha", "learning_rate": 3e-3, "mlp_width": 64}),
         ),
         presets={"smoke": preset},
+        points=(),
         default_preset="smoke",
     )
 
