@@ -51,10 +51,14 @@ def validation_count(frame: pd.DataFrame, study: optuna.Study, config: pd.Series
 
 
 def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
-    """A configuration's 95% interval of accuracy, and what it is over."""
-    if config["seeds"] >= 2:
-        return float(config["ci_low"]), float(config["ci_high"]), f"t-interval over {config['seeds']} seeds"
+    """A configuration's 95% interval of accuracy, and what it is over: the t-interval over its
+    seeds, else the Wilson interval of one validation pass (one run; or seeds that agree
+    exactly, where t is undefined and the validation set's sampling is what is left)."""
+    if config["seeds"] >= 2 and not math.isnan(config["ci_low"]):
+        return float(config["ci_low"]), float(config["ci_high"]), f"t-interval over {int(config['seeds'])} seeds"
     low, high = wilson_interval(float(config["mean"]), examples)
+    if config["seeds"] >= 2:
+        return low, high, f"Wilson on {examples} examples: its {int(config['seeds'])} seeds agree exactly"
     return low, high, f"Wilson, one run on {examples} examples"
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 # A two-layer D=32 model on 32 tokens, one timed step: every row of benchmarks.train_step in seconds.
 TINY_TRAIN_STEP = ("--lengths", "32", "--d-model", "32", "--heads", "4", "--layers", "2", "--tokens", "64", "--reps", "1")
@@ -153,6 +155,19 @@ def test_resolution_reads_a_finished_study_and_states_both_criteria(smoke_run: d
     (best,) = [line for line in lines if line.startswith("  best: ")]
     assert re.search(r"\((t-interval over \d+ seeds|Wilson, one run on 64 examples)\)$", best)  # smoke: 64 validation examples
     assert lines[-1].split(":")[0].strip() in ("met", "NOT met")
+
+
+def test_resolution_gives_seeds_that_agree_exactly_the_wilson_interval_of_their_validation_set() -> None:
+    """A t-interval is undefined when every seed scores the same (recall_heads' MHA: 99.95% three
+    times); the validation set's own sampling error is what is left, not an interval of NaNs."""
+    from benchmarks.resolution import interval, wilson_interval
+
+    agreeing = pd.Series({"seeds": 3, "mean": 0.9995, "ci_low": float("nan"), "ci_high": float("nan")})
+    low, high, how = interval(agreeing, 2000)
+    assert (low, high) == wilson_interval(0.9995, 2000) and low < 0.9995 < high
+    assert how == "Wilson on 2000 examples: its 3 seeds agree exactly"
+    varying = pd.Series({"seeds": 3, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6})
+    assert interval(varying, 2000) == (0.4, 0.6, "t-interval over 3 seeds")
 
 
 def test_first_trials_trains_a_preset_s_first_trials_family_by_family() -> None:
