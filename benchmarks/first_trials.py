@@ -25,7 +25,7 @@ import optuna
 import torch
 
 from storage import open_storage
-from storage.trials import QUALITIES
+from storage.trials import quality_named
 from studies.ledger import Ledger
 from studies.plan import heartbeat_options
 from studies.registry import get_study
@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         failed = False
         placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)
-        metric = study.objectives[0].metric  # the value that judges a trial: val acc, val bpb
-        columns = ((metric, f"val {QUALITIES[metric].short}", "{:.3f}"), *COSTS)
+        objective = study.objectives[0]  # the value that judges a trial: val acc, val bpb
+        short = quality_named(objective.metric, objective.direction == "maximize").short
+        columns = ((objective.metric, f"val {short}", "{:.3f}"), *COSTS)
         print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in columns), flush=True)
         while (config := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
             number = config["number"]

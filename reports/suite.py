@@ -18,7 +18,7 @@ import pandas as pd
 from reports.analysis import VERDICT_ATTRIBUTE, configurations, mean_interval
 from reports.html import STYLE
 from storage import masked_url
-from storage.trials import FLOPS, best, family_order, knob_columns, quality, trials_frame
+from storage.trials import FLOPS, best, family_order, knob_columns, quality
 
 UNCORRECTED = "†"  # a selected single run: no fresh seeds to value it on
 
@@ -74,9 +74,12 @@ def _families(frames: dict[str, pd.DataFrame]) -> list[str]:
     return list(dict.fromkeys(family for frame in frames.values() if not frame.empty for family in family_order(frame)))
 
 
-def suite_lines(stores: dict[str, optuna.Study]) -> list[str]:
-    """The suite's answer for a terminal: each family's value per task, and its average."""
-    frames = {task: trials_frame(store) for task, store in stores.items()}
+def suite_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
+    """The suite's answer for a terminal: each family's value per task, and its average.
+
+    Args:
+        frames: ``storage.trials.trials_frame`` of each task's study, by task.
+    """
     cells, families = suite_cells(frames), _families(frames)
     lines = []
     for task, frame in frames.items():
@@ -90,27 +93,34 @@ def suite_lines(stores: dict[str, optuna.Study]) -> list[str]:
     return lines
 
 
-def suite_html(name: str, question: str, stores: dict[str, optuna.Study], storage_url: str, links: dict[str, str]) -> str:
+def suite_html(
+    name: str,
+    question: str,
+    stores: dict[str, optuna.Study],
+    frames: dict[str, pd.DataFrame],
+    storage_url: str,
+    links: dict[str, str],
+) -> str:
     """The suite's page.
 
     Args:
         name: The suite's report name.
         question: What the suite asks.
         stores: Each task's study, by task, in the table's order.
+        frames: ``storage.trials.trials_frame`` of each of them, by task.
         storage_url: Where they were read (shown with any password masked).
         links: Each task's own report, as a link from this page.
     """
-    frames = {task: trials_frame(store) for task, store in stores.items()}
     cells, families, tasks = suite_cells(frames), _families(frames), list(frames)
+    by_cell = cells.set_index(["family", "task"])
     measured = quality(next(iter(frames.values())))
     same_metric = all(quality(frame) == measured for frame in frames.values())
     mean = averages(cells, tasks) if same_metric else {}
 
     def cell(family: str, task: str) -> str:
-        found = cells[(cells["family"] == family) & (cells["task"] == task)]
-        if found.empty:
+        if (family, task) not in by_cell.index:
             return "–"
-        row = found.iloc[0]
+        row = by_cell.loc[(family, task)]
         text = measured.shown(row["value"])
         if row["seeds"] == 0:
             return text + UNCORRECTED
@@ -129,7 +139,11 @@ def suite_html(name: str, question: str, stores: dict[str, optuna.Study], storag
             for family in families
         ]
     )
-    flops = pd.DataFrame([{"family": family, **{task: _flops(cells, family, task) for task in tasks}} for family in families])
+
+    def flops(family: str, task: str) -> str:
+        return f"{by_cell.loc[(family, task), 'flops']:.3g}" if (family, task) in by_cell.index else "–"
+
+    flops_table = pd.DataFrame([{"family": family, **{task: flops(family, task) for task in tasks}} for family in families])
     verdicts = "".join(
         f'<li><a href="{html.escape(links[task])}">{html.escape(task)}</a>: '
         f"{html.escape(str(store.user_attrs.get(VERDICT_ATTRIBUTE, 'no verdict yet')))}</li>"
@@ -159,13 +173,8 @@ def suite_html(name: str, question: str, stores: dict[str, optuna.Study], storag
 {table.to_html(index=False, escape=True)}
 {"".join(f"<p>{html.escape(c)}</p>" for c in caveats)}
 <h2>Forward FLOPs per example of those configurations</h2>
-{flops.to_html(index=False, escape=True)}
+{flops_table.to_html(index=False, escape=True)}
 <h2>Verdict per task</h2><ul>{verdicts}</ul>
 <h2>Provenance</h2><table>{provenance_rows}</table>
 </body></html>
 """
-
-
-def _flops(cells: pd.DataFrame, family: str, task: str) -> str:
-    found = cells[(cells["family"] == family) & (cells["task"] == task)]
-    return "–" if found.empty else f"{found.iloc[0]['flops']:.3g}"

@@ -106,14 +106,16 @@ def quality_of(study: optuna.Study) -> Quality:
     A metric this product does not know is shown under its own name; a study without
     metric names that maximises is taken to be one of this product's accuracy studies.
     """
-    direction = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
-    names = study.metric_names
-    if names is None:
-        return QUALITIES[ACCURACY] if direction else Quality("value", False, "objective value", "value", "")
-    name = names[0]
-    if name in QUALITIES and QUALITIES[name].maximize == direction:
-        return QUALITIES[name]
-    return Quality(name, direction, name, name, "")
+    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    if study.metric_names is None:
+        return QUALITIES[ACCURACY] if maximize else Quality("value", False, "objective value", "value", "")
+    return quality_named(study.metric_names[0], maximize)
+
+
+def quality_named(metric: str, maximize: bool) -> Quality:
+    """The ``Quality`` of a metric: this product's own, or one shown under its name."""
+    known = QUALITIES.get(metric)
+    return known if known is not None and known.maximize == maximize else Quality(metric, maximize, metric, metric, "")
 
 
 def quality(frame: pd.DataFrame) -> Quality:

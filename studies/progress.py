@@ -9,7 +9,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from storage.trials import QUALITIES
+from storage.trials import quality_named
 from studies.ledger import Ledger
 
 
@@ -22,8 +22,7 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
     """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte)."""
     done = ledger.finished_count()
     running = len(ledger.open)
-    metric = ledger.objective.metric
-    name = QUALITIES[metric].short if metric in QUALITIES else metric
+    name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     if ledger.durations and done < ledger.total:
         mean = sum(ledger.durations) / len(ledger.durations)

@@ -20,6 +20,7 @@ from outputs import write_atomically
 from reports.files import report_path
 from reports.suite import suite_html, suite_lines
 from storage import masked_url, open_storage
+from storage.trials import trials_frame
 from studies.registry import Suite
 from studies.runner import RunOptions, RunOutcome, check_options, run_study, start_ray
 from trainers.data.cache import default_cache_dir
@@ -62,9 +63,10 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
         for title, outcome in zip(suite.studies, outcomes, strict=True)
     }
     report = options.report or report_path(suite.report_name(preset))
+    frames = {title: trials_frame(store) for title, store in stores.items()}  # read once: the page and the lines
     links = {name: _relative(outcome.report, report.parent) for name, outcome in zip(stores, outcomes, strict=True)}
-    write_atomically(report, suite_html(suite.report_name(preset), suite.doc, stores, url, links))
-    print("\n".join([f"\n{suite.report_name(preset)}", *suite_lines(stores), f"  report: {report}"]), file=out)
+    write_atomically(report, suite_html(suite.report_name(preset), suite.doc, stores, frames, url, links))
+    print("\n".join([f"\n{suite.report_name(preset)}", *suite_lines(frames), f"  report: {report}"]), file=out)
     print(f"  store:  {masked_url(url)}", file=out)
     return outcomes
 

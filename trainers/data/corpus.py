@@ -125,8 +125,9 @@ def split_by_file(root: Path, files: list[Path], val_share: float) -> dict[str, 
     """
     if len(files) < 2:
         raise DataFileError(f"task 'bytes_lm': corpus {root} has {len(files)} file; train and validation need a file each")
-    ranked = sorted(files, key=lambda path: _hash_share(path.relative_to(root).as_posix()))
-    held_out = max(1, min(len(files) - 1, sum(_hash_share(p.relative_to(root).as_posix()) < val_share for p in files)))
+    shares = {path: _hash_share(path.relative_to(root).as_posix()) for path in files}
+    ranked = sorted(files, key=shares.__getitem__)
+    held_out = max(1, min(len(files) - 1, sum(share < val_share for share in shares.values())))
     return {"train": sorted(ranked[held_out:]), "val": sorted(ranked[:held_out])}
 
 
