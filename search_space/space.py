@@ -146,6 +146,20 @@ class SearchSpace:
             knobs[name] = replace(knob, domain=domain)
         return replace(self, knobs=knobs)
 
+    def with_defaults(self, defaults: Mapping[str, Value]) -> SearchSpace:
+        """The same space with some knobs' defaults replaced (a preset's training settings:
+        the values its trials train with where the study neither searches nor fixes them).
+
+        Raises:
+            SearchSpaceError: an unknown knob, or a default outside its knob's domain.
+        """
+        knobs = dict(self.knobs)
+        for name, value in defaults.items():
+            knob = self.knob(name)
+            self._check_domain(knob, value)
+            knobs[name] = replace(knob, default=value)
+        return replace(self, knobs=knobs)
+
     def suggest(self, trial: optuna.Trial, given: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Sample the searched knobs define-by-run; knobs whose condition fails are skipped.
 

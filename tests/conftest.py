@@ -35,7 +35,7 @@ def local_ray():
     ray.shutdown()
 
 
-SMOKE_STUDY = "lra_sharing-smoke-v3"
+SMOKE_STUDY = "lra_sharing-smoke-v4"
 
 
 @pytest.fixture(scope="session")

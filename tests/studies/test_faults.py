@@ -23,7 +23,7 @@ from studies.registry import LRA_SHARING, Family, Study
 from studies.runner import RunOptions, run_study
 from tests.commands import smoke_study_command, with_ctrl_c
 
-STUDY = "lra_sharing-smoke-v3-num_layers=6"  # six layers: trials long enough to be caught mid-training
+STUDY = "lra_sharing-smoke-v4-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
 
 def descendants(root: int) -> list[tuple[int, str]]:

@@ -17,7 +17,7 @@ from storage import open_storage
 from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR, outcome, trials_frame
 from studies.ledger import Ledger
 from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued
-from studies.registry import LRA_SHARING, Family, Study
+from studies.registry import LRA_SHARING, Family, Preset, Study
 from studies.sampler import TRAINABLE
 
 PRESET = LRA_SHARING.preset("smoke")
@@ -29,12 +29,13 @@ def make_ledger(
     searched: int,
     *,
     definition: Study = LRA_SHARING,
+    preset: Preset = PRESET,
     space: SearchSpace | None = None,
     fixed: dict | None = None,
     sampler: optuna.samplers.BaseSampler | None = None,
 ) -> Ledger:
     """A ledger over a new study in a real SQLite store, with ``queue`` in the store's queue and a
-    budget of ``searched`` more trials (the smoke preset's space unless ``space``)."""
+    budget of ``searched`` more trials (``preset``'s space unless ``space``)."""
     storage = open_storage(f"sqlite:///{tmp_path / 'store.db'}", **heartbeat_options())
     store = optuna.create_study(storage=storage, directions=["maximize", "minimize"], sampler=sampler)
     for planned in queue:
@@ -43,8 +44,8 @@ def make_ledger(
         store,
         storage=storage,
         definition=definition,
-        preset=PRESET,
-        space=space or definition.space_for(PRESET),
+        preset=preset,
+        space=space or definition.space_for(preset),
         fixed=fixed or {},
         seed=3,
         run_attributes={"preset": "smoke"},
@@ -166,6 +167,22 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert configs[0]["model"]["attention"] == "mha"
     assert all(c["model"]["attention"] == "damcha" and c["model"]["generator_width"] == 16 for c in configs[1:])
+
+
+def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_user_fixes_one(tmp_path: Path) -> None:
+    from studies.runner import pinned_space
+
+    preset = replace(PRESET, train=replace(PRESET.train, learning_rate=3e-3, weight_decay=0.05))  # not the knobs' defaults
+    (tmp_path / "preset").mkdir(), (tmp_path / "fixed").mkdir()
+    ledger = make_ledger(tmp_path / "preset", [], 3, preset=preset)
+    configs = [ledger.ask(f"ray-{i}") for i in range(3)]
+    assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(3e-3, 0.05)] * 3
+    assert [t.user_attrs["train_config"]["learning_rate"] for t in ledger.study.get_trials()] == [3e-3] * 3
+
+    space, others = pinned_space(LRA_SHARING, preset, {"learning_rate": 2e-4})
+    ledger = make_ledger(tmp_path / "fixed", [], 3, preset=preset, space=space, fixed=others)
+    configs = [ledger.ask(f"ray-{i}") for i in range(3)]
+    assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(2e-4, 0.05)] * 3
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:

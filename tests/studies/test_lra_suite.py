@@ -40,7 +40,7 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
 def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated(suite_run: dict) -> None:
     assert list(suite_run["stores"]) == list(LRA_TASKS) == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
     for (title, task), store in zip(LRA_TASKS.items(), suite_run["stores"].values(), strict=True):
-        assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v1"
+        assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v2"
         trials = store.get_trials()
         assert all(t.state == TrialState.COMPLETE for t in trials), title
         assert store.user_attrs["task"] == {"task": task, "source": "lra_release", "data_dir": str(suite_run["data"])}
@@ -65,8 +65,8 @@ def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average
         assert float(values[-1]) == pytest.approx(np.mean([float(v) for v in values[:-1]]), abs=0.06), family
     for title, task in LRA_TASKS.items():  # each verdict, linked to its task's own report
         study = f"lra_suite_{task.removeprefix('lra_')}"
-        assert f'<a href="{study}-smoke-v1.html">{title}</a>' in page
-        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v1.html").is_file()
+        assert f'<a href="{study}-smoke-v2.html">{title}</a>' in page
+        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v2.html").is_file()
     assert "lra_suite-smoke-v1" in suite_run["output"] and "average over the tasks: MHA " in suite_run["output"]
 
 
