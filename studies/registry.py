@@ -33,7 +33,8 @@ class Preset:
         name: ``smoke``, ``quick`` or ``full``.
         description: One line: what it is for and how long it takes.
         task: The data.
-        train: Training settings (its seed is replaced per trial).
+        train: Training settings (its seed is replaced per trial); its learning rate and weight
+            decay are the training knobs' defaults (``Study.space_for``): searched or fixed values win.
         fixed: Values of knobs the study does not search (e.g. ``num_layers``).
         domains: Narrowed domains of searched knobs.
         trials: Default number of trials, baselines included.
@@ -157,9 +158,10 @@ class Study:
     def space_for(self, preset: Preset) -> SearchSpace:
         """The search space narrowed to the families' values of the knobs every family sets
         (``attention``: the study's families, not every registered one), then to a preset's
-        domains; its training knobs default to the preset's training settings (else a trial
-        would train at the knob's own default, not at the preset's learning rate)."""
-        training = {name: getattr(preset.train, name) for name in TRAINING_KNOBS if name in self.space.knobs}
+        domains; its training knobs that are not searched default to the preset's training
+        settings (else a trial would train at the knob's own default, not at the preset's
+        learning rate)."""
+        training = {name: getattr(preset.train, name) for name in TRAINING_KNOBS if name not in self.space.searched}
         return self.space.narrowed(self._family_domains() | dict(preset.domains)).with_defaults(training)
 
     def _family_domains(self) -> dict[str, Domain]:
@@ -236,6 +238,9 @@ AUTHORS = NamedPoint(
     family="DAMCHA (paper)",
     values={"metric_rank": "full", "sharing": "stack", "generator_depth": 2, "generator_width": (256, 512), "norm": "post"},
 )
+# Their text and image models are causal: so is their configuration on those tasks (pooled by mean).
+AUTHORS_CAUSAL = replace(AUTHORS, values={**AUTHORS.values, "classifier_causal": True, "pooling": "mean"})
+CAUSAL_LRA_TASKS = ("lra_text", "lra_image")
 # The cross-head mechanisms the DAMCHA paper compares against (``trainers.attention``).
 CROSS_HEAD_FAMILIES = (
     Family("Talking-Heads", {"attention": "tha"}),
@@ -630,9 +635,10 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
         space=LRA_SHARING.space,  # the same knobs
         objectives=ACCURACY_AND_FLOPS,
         families=(MHA, *DAMCHA_FAMILIES),
-        points=(AUTHORS,),
+        points=(AUTHORS_CAUSAL if task in CAUSAL_LRA_TASKS else AUTHORS,),
         # v2: the full preset trains at its own learning rate and weight decay (5e-4, 0.1; v1
-        # ran at 1e-3, 0.01); smoke and quick as in v1
+        # ran at 1e-3, 0.01), and on Text and Image the authors' configuration is causal; smoke
+        # and quick train as in v1 otherwise
         version=2,
         presets={
             preset.name: preset

@@ -50,6 +50,9 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
         mlp_width: Hidden width of each block's MLP.
         dropout: Dropout on residual branches and attention weights.
         pooling: ``cls`` (a learned CLS token) or ``mean`` (masked mean); classifiers only.
+        classifier_causal: Causal attention in a classifier (the DAMCHA authors' text and
+            image models are causal); it pools by ``mean``, since a CLS token placed first
+            would see only itself. The decoder is always causal.
         embedding_std: Standard deviation of the token and position embeddings' initial
             weights; None: PyTorch's (1). A decoder's output layer shares the token
             embedding, so with 1 its first logits spread by √d_model (a loss near 16 nats
@@ -74,7 +77,10 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
     mlp_width: int = knob(256, choices=(64, 128, 256, 512, 1024, 2048), help="hidden width of each block's MLP")
     norm: Literal["pre", "post"] = knob("pre", choices=NORMS, help="LayerNorm before each sublayer or after its residual sum")
     dropout: float = 0.0
-    pooling: Literal["cls", "mean"] = "cls"
+    pooling: Literal["cls", "mean"] = knob("cls", choices=POOLINGS, help="classifiers: a learned CLS token or the masked mean")
+    classifier_causal: bool = knob(
+        False, choices=(False, True), help="classifiers: each position attends only to itself and earlier ones"
+    )
     embedding_std: float | None = None
 
     def __post_init__(self) -> None:
@@ -89,6 +95,10 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
             raise ValueError(f"norm={self.norm!r} is not allowed; allowed: {', '.join(NORMS)}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling={self.pooling!r} is not allowed; allowed: {', '.join(POOLINGS)}")
+        if self.classifier_causal and self.architecture != "decoder" and self.pooling == "cls":
+            raise ValueError(
+                "classifier_causal=True needs pooling='mean': a causal classifier's CLS token, placed first, sees only itself"
+            )
         if self.embedding_std is not None and not self.embedding_std > 0:
             raise ValueError(f"embedding_std={self.embedding_std} must be > 0 (or None: PyTorch's initialisation)")
         if not 0.0 <= self.dropout < 1.0:
@@ -120,8 +130,8 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
 
     @property
     def causal(self) -> bool:
-        """Whether attention is causal (the decoder)."""
-        return self.architecture == "decoder"
+        """Whether attention is causal (the decoder; a classifier with ``classifier_causal``)."""
+        return self.architecture == "decoder" or self.classifier_causal
 
     @property
     def layers_per_generator(self) -> int:

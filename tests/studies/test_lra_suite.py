@@ -49,6 +49,9 @@ def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated
         assert searched == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] and repeated == set(searched), title
         architecture = "pair" if task == "lra_retrieval" else "encoder"
         assert {t.user_attrs["model_config"]["architecture"] for t in trials} == {architecture}
+        authors = [t.user_attrs["model_config"] for t in trials if t.user_attrs.get("point") == "authors' configuration"]
+        causal = task in ("lra_text", "lra_image")  # the authors' text and image models are causal
+        assert authors and all((c["classifier_causal"], c["pooling"]) == (causal, "mean" if causal else "cls") for c in authors)
         assert "paired t-test over 2 fresh seeds" in store.user_attrs["verdict"]
 
 

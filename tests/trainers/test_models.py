@@ -63,6 +63,23 @@ def test_decoder_is_causal(attention: str) -> None:
     torch.testing.assert_close(model(changed)[:, :8], logits[:, :8])
 
 
+@pytest.mark.parametrize("knobs", [dict(attention="mha"), dict(attention="damcha", metric_mode="cross"), authors_knobs((16, 24))])
+def test_a_causal_classifier_s_positions_see_only_the_past_and_it_pools_the_real_tokens(knobs: dict) -> None:
+    model = build_model(_config(classifier_causal=True, pooling="mean", **knobs)).eval()
+    tokens, mask = _batch()
+    hidden, _ = model.stack(tokens, mask)  # (B, T, D)
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] % (VOCAB - 1)) + 1  # other real tokens from position 6 on
+    torch.testing.assert_close(model.stack(changed, mask)[0][:, :6], hidden[:, :6])
+    assert not torch.allclose(model.stack(changed, mask)[0][:, 6:], hidden[:, 6:])
+    padded = tokens.clone()
+    padded[~mask] = 7  # what sits under the padding must not matter
+    torch.testing.assert_close(model(padded, mask), model(tokens, mask))
+    bidirectional = build_model(_config(pooling="mean", **knobs)).eval()
+    bidirectional.load_state_dict(model.state_dict())
+    assert not torch.allclose(bidirectional.stack(tokens, mask)[0][:, :6], hidden[:, :6])  # the same weights, the future seen
+
+
 @pytest.mark.parametrize(("sharing", "generators"), [("layer", 4), ("group:2", 2), ("group:3", 2), ("stack", 1)])
 def test_generators_run_once_per_group(sharing: str, generators: int) -> None:
     model = build_model(_config(attention="damcha", sharing=sharing))
@@ -99,6 +116,7 @@ def test_stack_sharing_reuses_one_metric_in_every_layer() -> None:
         (dict(attention="flash"), r"attention='flash' is not allowed; allowed: mha, damcha"),
         (dict(architecture="seq2seq"), r"architecture='seq2seq' is not allowed"),
         (dict(pooling="max"), r"pooling='max' is not allowed"),
+        (dict(classifier_causal=True), r"classifier_causal=True needs pooling='mean'"),
         (dict(dropout=1.5), r"dropout=1.5 must be in \[0, 1\)"),
         (dict(num_classes=1), "num_classes=1 must be >= 2"),
     ],
