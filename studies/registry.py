@@ -326,7 +326,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 trials=24,
                 grace_steps=2000,
                 # 6, not 3: a configuration's accuracy varies by about a point (standard deviation, up
-                # to 1.7 measured) from seed to seed here, and over 3 seeds the verdict's 95%
+                # to 2.0 measured) from seed to seed here, and over 3 seeds the verdict's 95%
                 # half-width is 2.5 times the paired differences' deviation (1.05 times over 6)
                 repeat_seeds=6,
             ),

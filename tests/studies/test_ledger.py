@@ -173,7 +173,8 @@ def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_
     from studies.runner import pinned_space
 
     preset = replace(PRESET, train=replace(PRESET.train, learning_rate=3e-3, weight_decay=0.05))  # not the knobs' defaults
-    (tmp_path / "preset").mkdir(), (tmp_path / "fixed").mkdir()
+    for folder in ("preset", "fixed"):
+        (tmp_path / folder).mkdir()
     ledger = make_ledger(tmp_path / "preset", [], 3, preset=preset)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(3e-3, 0.05)] * 3

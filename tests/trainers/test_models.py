@@ -70,8 +70,9 @@ def test_a_causal_classifier_s_positions_see_only_the_past_and_it_pools_the_real
     hidden, _ = model.stack(tokens, mask)  # (B, T, D)
     changed = tokens.clone()
     changed[:, 6:] = (changed[:, 6:] % (VOCAB - 1)) + 1  # other real tokens from position 6 on
-    torch.testing.assert_close(model.stack(changed, mask)[0][:, :6], hidden[:, :6])
-    assert not torch.allclose(model.stack(changed, mask)[0][:, 6:], hidden[:, 6:])
+    changed_hidden, _ = model.stack(changed, mask)  # (B, T, D)
+    torch.testing.assert_close(changed_hidden[:, :6], hidden[:, :6])
+    assert not torch.allclose(changed_hidden[:, 6:], hidden[:, 6:])
     padded = tokens.clone()
     padded[~mask] = 7  # what sits under the padding must not matter
     torch.testing.assert_close(model(padded, mask), model(tokens, mask))
