@@ -60,16 +60,29 @@ def _integer_from(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def use_ray_token_for(address: str | None) -> None:
-    """Joining a cluster by ``host:port`` needs Ray's token mode, which Ray reads once, when imported.
+# Ray reads this when imported. Off, a node takes the loopback address as its own, and the
+# GCS, raylet, workers and agents it starts then listen on loopback alone (checked with
+# Ray 2.60; `_node_ip_address="127.0.0.1"` is turned back into the machine's address).
+LOCAL_ONLY_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
-    So this runs before ``ray`` is imported, and only when the user left ``RAY_AUTH_MODE``
-    unset and a token exists (``ray start --head`` writes ``~/.ray/auth_token``).
+
+def prepare_ray_environment(address: str | None) -> None:
+    """Set what Ray reads once, when imported, for the Ray this run will join or start.
+
+    A local run (no ``--address``, no ``RAY_ADDRESS``) keeps its Ray on loopback; joining a
+    cluster by ``host:port`` needs Ray's token mode when a token exists (``ray start --head``
+    writes ``~/.ray/auth_token``). A variable the user set is left alone, and so is a cluster's
+    binding: its operator configured it.
+
+    Args:
+        address: the ``--address`` option, if given.
     """
     if "ray" in sys.modules:  # too late for this process, and Ray processes it starts later would inherit a mismatch
         return
     address = address or os.environ.get("RAY_ADDRESS")
-    if address and address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+    if not address:
+        os.environ.setdefault(LOCAL_ONLY_VARIABLE, "0")
+    elif address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
@@ -165,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("the study name is required (see --list)")
-    use_ray_token_for(args.address)
+    prepare_ray_environment(args.address)
     from studies.runner import RunOptions, StudyOptionError, run_study  # imports ray: after the line above
 
     options = RunOptions(

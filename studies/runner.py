@@ -197,7 +197,7 @@ def start_ray(address: str | None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS")
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address:
-        ray.init(address=address, **common)  # host:port needs RAY_AUTH_MODE=token: see studies.run.use_ray_token_for
+        ray.init(address=address, **common)  # host:port needs RAY_AUTH_MODE=token: see studies.run.prepare_ray_environment
     else:
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)  # never a stale cluster
     return True

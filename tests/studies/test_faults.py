@@ -22,28 +22,9 @@ from studies.plan import queued
 from studies.registry import LRA_SHARING, Family, Study
 from studies.runner import RunOptions, run_study
 from tests.commands import smoke_study_command, with_ctrl_c
+from tests.processes import kill_tree, wait_for_training_worker
 
 STUDY = "lra_sharing-smoke-v4-num_layers=6"  # six layers: trials long enough to be caught mid-training
-
-
-def descendants(root: int) -> list[tuple[int, str]]:
-    """``(pid, command line)`` of every process below ``root``."""
-    parents, commands = {}, {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = [], [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent:
-                found.append((pid, commands.get(pid, "")))
-                frontier.append(pid)
-    return found
 
 
 def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
@@ -58,28 +39,6 @@ def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
     return subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
-
-
-def wait_for_training_worker(driver: subprocess.Popen, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        workers = [pid for pid, command in descendants(driver.pid) if command.startswith("ray::ImplicitFunc.train")]
-        if workers:
-            return workers[0]
-        assert driver.poll() is None, driver.stdout.read()
-        time.sleep(0.2)
-    raise AssertionError("no trial worker appeared")
-
-
-def kill_tree(driver: subprocess.Popen) -> None:
-    """SIGKILL the driver and every process it started (its local Ray), by their pids."""
-    pids = [pid for pid, _ in descendants(driver.pid)]
-    for pid in [driver.pid, *pids]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    driver.wait(timeout=30)
 
 
 def test_killed_worker_fails_its_trial_and_the_configuration_is_retried(tmp_path: Path) -> None:
