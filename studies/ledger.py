@@ -240,7 +240,7 @@ class Ledger:
         infeasible (``studies.sampler.tell_infeasible``); a dead worker's, or a shared
         GPU's out of memory, is queued again first (``studies.plan.retry``).
         """
-        trial = self.open.pop(number, None)
+        trial = self.open.get(number)  # left open until the store has its ending: a Ctrl-C before that fails it
         if trial is None:
             return
         last = last or {}
@@ -258,6 +258,7 @@ class Ledger:
             state, values = TrialState.FAIL, None
             if not (failure.retry and self._retry(trial)) and failure.infeasible:
                 tell_infeasible(self.study, trial, failure.infeasible)
+                del self.open[number]
                 self._ended(INFEASIBLE, last)
                 return
         elif last.get("final"):
@@ -270,6 +271,7 @@ class Ledger:
             trial.set_user_attr("error", "stopped before its first report")
             state, values = TrialState.FAIL, None
         self.study.tell(trial, values, state=state)
+        del self.open[number]
         self._ended(state.name, last)
 
     def _ended(self, outcome: str, last: Mapping[str, Any]) -> None:
@@ -279,13 +281,21 @@ class Ledger:
             self.durations.append(float(last["wall_seconds"]))
 
     def interrupt(self) -> None:
-        """Fail the running trials of a run stopped by Ctrl-C and queue them again for the next run."""
+        """Fail the running trials of a run stopped by Ctrl-C and queue them again for the next run.
+
+        Ctrl-C lands between any two lines, so a trial still open here may have had its ending
+        stored just before (it is left as it is), or its retry queued already (not queued twice).
+        """
+        retried = {PlannedTrial.of(waiting).retry_of for waiting in queued(self.study)}
         for number in list(self.open):
             trial = self.open.pop(number)
+            if self.storage.get_trial(trial_id(self.storage, self.study, number)).state.is_finished():
+                continue
             trial.set_user_attr("error", "interrupted (Ctrl-C) before it finished; the next run retries its configuration")
             trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
             self.study.tell(trial, state=TrialState.FAIL)
-            retry(self.study, trial)
+            if number not in retried:
+                retry(self.study, trial)
 
     def __getstate__(self) -> dict[str, Any]:
         """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.

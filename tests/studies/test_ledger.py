@@ -280,3 +280,37 @@ def test_a_ctrl_c_while_asking_fails_the_asked_trial_instead_of_leaving_it_runni
     trials = ledger.study.get_trials()
     assert trials and not [t for t in trials if t.state == TrialState.RUNNING]
     assert queued(ledger.study)  # its retry
+
+
+@pytest.mark.parametrize(
+    ("ending", "where", "state"),
+    [
+        ("complete", "before the tell", TrialState.FAIL),
+        ("complete", "after the tell", TrialState.COMPLETE),
+        ("dead worker", "after its retry was queued", TrialState.FAIL),
+    ],
+)
+def test_a_ctrl_c_while_a_trial_ends_leaves_it_failed_or_finished_and_its_configuration_queued_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str, where: str, state: TrialState
+) -> None:
+    """A Ctrl-C during ``finish``: before the store has the ending, ``interrupt`` fails the trial
+    and queues it again; after, the ending stands; a retry ``finish`` queued is not queued twice."""
+    ledger = make_ledger(tmp_path, [], 2)
+    number = ledger.ask("ray-0")["number"]
+    tell = optuna.Study.tell
+
+    def ctrl_c(study: optuna.Study, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 (Study.tell's)
+        if where == "after the tell":
+            tell(study, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(optuna.Study, "tell", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        if ending == "complete":
+            ledger.finish(number, report(60, final=True), None)
+        else:
+            ledger.finish(number, report(20), "ray.exceptions.ActorDiedError: died", ActorDiedError())
+    monkeypatch.undo()
+    ledger.interrupt()
+    assert ledger.study.get_trials()[number].state == state and not ledger.open
+    assert [PlannedTrial.of(t).retry_of for t in queued(ledger.study)] == ([] if state == TrialState.COMPLETE else [number])
