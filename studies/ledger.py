@@ -258,8 +258,7 @@ class Ledger:
             state, values = TrialState.FAIL, None
             if not (failure.retry and self._retry(trial)) and failure.infeasible:
                 tell_infeasible(self.study, trial, failure.infeasible)
-                del self.open[number]
-                self._ended(INFEASIBLE, last)
+                self._ended(number, INFEASIBLE, last)
                 return
         elif last.get("final"):
             state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
@@ -271,11 +270,11 @@ class Ledger:
             trial.set_user_attr("error", "stopped before its first report")
             state, values = TrialState.FAIL, None
         self.study.tell(trial, values, state=state)
-        del self.open[number]
-        self._ended(state.name, last)
+        self._ended(number, state.name, last)
 
-    def _ended(self, outcome: str, last: Mapping[str, Any]) -> None:
-        """Count a trial's ending for the progress line."""
+    def _ended(self, number: int, outcome: str, last: Mapping[str, Any]) -> None:
+        """Close a trial whose ending the store has, and count it for the progress line."""
+        del self.open[number]
         self.finished[outcome] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
