@@ -73,7 +73,9 @@ def iterate_batches(split, batch_size: int, *, seed: int, shuffle: bool = True) 
     Yields:
         Padded batches (see ``pad_batch``).
     """
-    lengths = split["length"] if "length" in split.column_names else [len(t) for t in split["tokens"]]
+    # [:] reads the column at once: indexing a ``datasets`` column reads one row per call, and
+    # sorting by it cost 8 of an MQAR step's 19 ms
+    lengths = split["length"][:] if "length" in split.column_names else [len(t) for t in split["tokens"]]
     for indices in bucketed_batches(lengths, batch_size, seed=seed, shuffle=shuffle):
         rows = split[indices]
         yield pad_batch(rows["tokens"], rows["label"])
