@@ -74,7 +74,7 @@ def iterate_batches(split, batch_size: int, *, seed: int, shuffle: bool = True) 
         Padded batches (see ``pad_batch``).
     """
     # [:] reads the column at once: indexing a ``datasets`` column reads one row per call, and
-    # sorting by it cost 8 of an MQAR step's 19 ms
+    # sorting by it cost 3.6 ms of an MQAR training step's 14 (D=32, one CPU thread)
     lengths = split["length"][:] if "length" in split.column_names else [len(t) for t in split["tokens"]]
     for indices in bucketed_batches(lengths, batch_size, seed=seed, shuffle=shuffle):
         rows = split[indices]

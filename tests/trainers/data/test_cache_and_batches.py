@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from trainers.costs import interleaved_seconds
 from trainers.data.batches import bucketed_batches, iterate_batches
 from trainers.data.cache import MANIFEST
 from trainers.data.listops import ListOpsSpec
@@ -82,15 +82,13 @@ def test_a_pass_s_first_batch_costs_about_what_bucketing_a_plain_list_costs(tmp_
     spec = ListOpsSpec(seed=0, min_length=5, max_length=40, train_size=16_000, val_size=20, test_size=20)
     split = listops_generated(spec, cache_dir=tmp_path)["train"]
     lengths = split["length"][:]
-
-    def fastest(action) -> float:
-        seconds = []
-        for _ in range(3):
-            start = time.perf_counter()
-            action()
-            seconds.append(time.perf_counter() - start)
-        return min(seconds)
-
-    first_batch = fastest(lambda: next(iterate_batches(split, 64, seed=0)))
-    bucketing = fastest(lambda: bucketed_batches(lengths, 64, seed=0))
-    assert first_batch < 10 * bucketing, f"first batch {first_batch:.4f} s, bucketing a list {bucketing:.4f} s"
+    seconds = interleaved_seconds(
+        {
+            "first batch": lambda: next(iterate_batches(split, 64, seed=0)),
+            "bucketing a list": lambda: bucketed_batches(lengths, 64, seed=0),
+        },
+        reps=3,
+        device=torch.device("cpu"),
+    )
+    fastest = {name: min(times) for name, times in seconds.items()}
+    assert fastest["first batch"] < 10 * fastest["bucketing a list"], fastest
