@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from trainers.attention import CROSS_HEAD_BASELINES, DAMCHA, MultiHeadAttention, build_attention, reference_attention
-from trainers.costs import attention_kernels, device_name, interleaved_seconds, peak_memory
+from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_memory
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The study's own ``Ledger`` asks the configurations (families in turn, the sampler's
 proposals, the preset's training settings: bf16 and ``torch.compile`` for ``full``) from a
-throw-away SQLite store; ``studies.trainable.train_trial``, the function a Ray worker calls,
+throw-away SQLite store; ``studies.engine.trainable.train_trial``, the function a Ray worker calls,
 trains each as a trial holding one whole GPU. Each evaluation's costs are printed: compile
 seconds, throughput, model FLOP utilisation and the allocator's peak. Shorter runs and
 less training data (``--steps``, ``--train-size``) keep the check short; they change no
@@ -24,14 +24,14 @@ from pathlib import Path
 import optuna
 import torch
 
+from reports.results.quality import quality_named
 from storage import open_storage
-from storage.trials import quality_named
-from studies.ledger import Ledger
-from studies.plan import heartbeat_options
-from studies.registry import get_study
-from studies.sampler import sampler_for
-from studies.tasks import ListOpsTask
-from studies.trainable import TrialDevice, train_trial
+from studies.catalogue import get_study
+from studies.catalogue.tasks import ListOpsTask
+from studies.engine.ledger import Ledger
+from studies.engine.queue import heartbeat_options
+from studies.engine.sampler import sampler_for
+from studies.engine.trainable import TrialDevice, train_trial
 from trainers.data.cache import default_cache_dir
 
 COSTS = (
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             definition=study,
             preset=preset,
             space=study.space_for(preset),
-            fixed={},
+            fix={},
             seed=0,
             run_attributes={},
             cache_dir=str(cache_dir),

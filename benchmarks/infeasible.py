@@ -3,7 +3,7 @@
 A synthetic search, so that hundreds of trials take seconds: a learning rate from 8
 choices and a width from 1..8; the 3 largest learning rates diverge, the others score
 by their distance from 1e-3. A diverged trial is told as the ledger tells a NaN loss
-(``studies.sampler.tell_infeasible``: COMPLETE with its constraint violated), or, not
+(``studies.engine.sampler.tell_infeasible``: COMPLETE with its constraint violated), or, not
 told, left FAIL. The table gives, per sampler, the share of the second half's proposals
 that fall in the diverging region (3/8 = 0.375 if the sampler learned nothing), for
 each seed, told and not told.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
-from studies.sampler import tell_infeasible
+from studies.engine.sampler import tell_infeasible
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 1e2, 1e3, 1e4)
 DIVERGING_SHARE = sum(rate > 1 for rate in LEARNING_RATES) / len(LEARNING_RATES)

@@ -35,8 +35,9 @@ import ray
 import torch
 
 from search_space.space import Choice
-from studies.registry import LRA_SHARING
-from studies.runner import RunOptions, run_study
+from studies.catalogue import LRA_SHARING
+from studies.engine.options import RunOptions
+from studies.engine.runner import run_study
 from trainers.config import ModelConfig
 from trainers.train import train
 

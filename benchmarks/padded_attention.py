@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
-from trainers.costs import attention_kernels, interleaved_seconds
+from trainers.measure import attention_kernels, interleaved_seconds
 from trainers.train import resolve_device
 
 

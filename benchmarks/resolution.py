@@ -20,9 +20,11 @@ import math
 import optuna
 import pandas as pd
 
-from reports.analysis import configurations, verdict
+from reports.results.configurations import configurations
+from reports.results.frame import knob_columns, trials_frame
+from reports.results.quality import quality
+from reports.results.verdict import verdict
 from storage import open_storage
-from storage.trials import knob_columns, quality, trials_frame
 
 Z_95 = 1.959963984540054
 HALF_WIDTH_POINTS = 2.0

@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from trainers.config import ModelConfig
-from trainers.costs import attention_kernels, device_name, interleaved_seconds, model_flops, peak_flops, peak_memory
+from trainers.costs import model_flops
+from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_flops, peak_memory
 from trainers.memory import is_out_of_memory
 from trainers.models import build_model
 from trainers.train import TrainConfig, adamw, autocast, compiled, resolve_device

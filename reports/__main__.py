@@ -17,12 +17,12 @@ from pathlib import Path
 
 import optuna
 
-from naming import unknown_name_message
-from outputs import REPORTS_DIR, write_atomically
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.html import compare_html, report_html
 from reports.images import write_images
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
+from trainers.naming import unknown_name_message
+from trainers.outputs import REPORTS_DIR, write_atomically
 
 
 def _load(storage, storage_url: str, name: str) -> optuna.Study:

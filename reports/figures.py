@@ -1,4 +1,4 @@
-"""Thin plotly builders over the report's frames (``storage.trials``, ``reports.analysis``)."""
+"""Thin plotly builders over the report's frames (``reports.results.frame``, ``reports.results.verdict``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from storage.trials import FLOPS, family_order, knob_columns, pareto_mask, quality
+from reports.results.frame import knob_columns
+from reports.results.fronts import family_order, pareto_mask
+from reports.results.names import FLOPS
+from reports.results.quality import quality
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -151,7 +154,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
 def curves_figure(
     curves: pd.DataFrame, y_title: str, title: str = "Learning curves: each family's front and best configuration"
 ) -> go.Figure:
-    """Intermediate values (``reports.analysis.learning_curves``) against step, coloured by family; pruned trials dotted."""
+    """Intermediate values (``reports.results.details.learning_curves``) by step, coloured by family; pruned trials dotted."""
     figure = go.Figure()
     colors = families(curves.drop_duplicates("number")) if not curves.empty else {}
     for number, curve in curves.groupby("number", sort=True):

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from outputs import REPORTS_DIR
+from trainers.outputs import REPORTS_DIR
 
 
 class OutputPathError(ValueError):

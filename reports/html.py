@@ -18,8 +18,6 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
-from outputs import write_atomically
-from reports.analysis import configurations, importances, learning_curves, provenance, verdict
 from reports.figures import (
     SECONDS_PER_1K,
     compare_figure,
@@ -29,8 +27,14 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
+from reports.results import StudyResults
+from reports.results.details import importances, learning_curves, provenance
+from reports.results.frame import knob_columns, trials_frame
+from reports.results.fronts import family_budgets, family_fronts
+from reports.results.names import FLOPS
+from reports.results.quality import Quality, quality
 from storage import masked_url
-from storage.trials import FLOPS, Quality, family_budgets, family_fronts, knob_columns, quality, trials_frame
+from trainers.outputs import write_atomically
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
@@ -106,22 +110,24 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
     return pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="")
 
 
-def report_html(study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+def report_html(
+    study: optuna.Study, storage_url: str, *, plotlyjs: PlotlyJs = "inline", results: StudyResults | None = None
+) -> tuple[str, dict[str, go.Figure]]:
     """The page, and its figures by id (for static images).
 
     Args:
         study: The study, from any Optuna storage.
         storage_url: Where it was read (shown with any password masked).
         plotlyjs: ``inline`` (works offline, ~5 MB) or ``cdn`` (small, needs the internet).
+        results: Its results, when the caller has read them already (else read here).
     """
-    frame = with_time_column(trials_frame(study))
     if _foreign(study):
         return foreign_report_html(study, storage_url, plotlyjs=plotlyjs)
+    results = results or StudyResults.read(study)
+    frame, configs, answer = with_time_column(results.frame), results.configurations, results.verdict
     knobs, measured = knob_columns(frame), quality(frame)
     what = measured.label[0].upper() + measured.label[1:]
     effects = [k for k in knobs if k != "attention"]
-    configs = configurations(frame, knobs)
-    answer = verdict(frame)
     front_numbers = set(frame[family_fronts(frame)]["number"]) if not frame.empty else set()
     name = study.study_name
     figures = {
@@ -204,13 +210,20 @@ and their learning curves follow.</p>
     return page, figures
 
 
-def write_report(study: optuna.Study, path: Path, storage_url: str = "", *, plotlyjs: PlotlyJs = "inline") -> Path:
-    """Write a study's report.
+def write_report(
+    study: optuna.Study,
+    path: Path,
+    storage_url: str = "",
+    *,
+    plotlyjs: PlotlyJs = "inline",
+    results: StudyResults | None = None,
+) -> Path:
+    """Write a study's report (from ``results`` when given, else from a fresh read of the study).
 
     Returns:
         The report's path.
     """
-    page, _ = report_html(study, storage_url, plotlyjs=plotlyjs)
+    page, _ = report_html(study, storage_url, plotlyjs=plotlyjs, results=results)
     return write_atomically(path, page)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 
-from naming import unknown_name_message
+from trainers.naming import unknown_name_message
 
 Value = str | int | float
 
@@ -144,20 +144,6 @@ class SearchSpace:
                 for value in domain.values:
                     self._check_domain(knob, value)
             knobs[name] = replace(knob, domain=domain)
-        return replace(self, knobs=knobs)
-
-    def with_defaults(self, defaults: Mapping[str, Value]) -> SearchSpace:
-        """The same space with some knobs' defaults replaced (a preset's training settings:
-        the values its trials train with where the study neither searches nor fixes them).
-
-        Raises:
-            SearchSpaceError: an unknown knob, or a default outside its knob's domain.
-        """
-        knobs = dict(self.knobs)
-        for name, value in defaults.items():
-            knob = self.knob(name)
-            self._check_domain(knob, value)
-            knobs[name] = replace(knob, default=value)
         return replace(self, knobs=knobs)
 
     def suggest(self, trial: optuna.Trial, given: Mapping[str, Value] | None = None) -> dict[str, Value]:

@@ -23,8 +23,7 @@ import optuna
 import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
-from outputs import STORE_FILE
-
+STORE_FILE = Path("runs") / "optuna.db"  # the default SQLite store, in the runs folder (trainers.outputs.RUNS_DIR)
 DEFAULT_STORAGE_URL = f"sqlite:///{STORE_FILE}"
 STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
 CONNECT_TIMEOUT_S = 10

@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from naming import UnknownNameError
 from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
-from studies.registry import STUDIES, SUITES, Suite, get_runnable
+from studies.catalogue import STUDIES, SUITES, get_runnable
+from studies.catalogue.schema import Suite
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
+from trainers.naming import UnknownNameError
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name is None:
         parser.error("the study name is required (see --list)")
     prepare_ray_environment(args.address)
-    from studies.runner import RunOptions, StudyOptionError, run_study  # imports ray: after the line above
+    from studies.engine.options import RunOptions, StudyOptionError
+    from studies.engine.runner import run_study  # imports ray: after the line above
 
     options = RunOptions(
         preset=args.preset,
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         report=args.report,
         fresh=args.fresh,
-        fixed=dict(args.fix),
+        fix=dict(args.fix),
         cache_dir=args.data_cache,
         data_dir=args.data_dir,
         repeat_seeds=args.repeat_seeds,
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if isinstance(runnable := get_runnable(args.name), Suite):
-            from studies.suite import run_suite
+            from studies.engine.suite import run_suite
 
             run_suite(runnable, options)
         else:

@@ -44,7 +44,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
     two more trials and the preset's seed repeats."""
     import optuna
 
-    from studies.registry import LRA_SHARING
+    from studies.catalogue import LRA_SHARING
     from studies.run import main
 
     preset = LRA_SHARING.preset("smoke")
@@ -64,10 +64,42 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         dead = store.ask()
         LRA_SHARING.space_for(preset).suggest(dead)
 
+        frames = _count_trial_frames(patch)  # every module's trials_frame, counted from here on
         with contextlib.redirect_stdout(io.StringIO()) as output:
             assert main([*argv, "--trials", str(len(first) + 2)]) == 0  # and the preset's seed repeats
         second = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
-    return {"root": root, "url": url, "first": first, "second": second, "dead": dead.number, "output": output.getvalue()}
+    return {
+        "root": root,
+        "url": url,
+        "first": first,
+        "second": second,
+        "dead": dead.number,
+        "output": output.getvalue(),
+        "frames": frames,
+    }
+
+
+def _count_trial_frames(patch: pytest.MonkeyPatch) -> list[str]:
+    """Replace ``trials_frame`` wherever a loaded module holds it with one that records each call.
+
+    Returns:
+        The list the calls are recorded in (the study's name, once per frame built).
+    """
+    import sys
+
+    from reports.results import frame
+
+    calls: list[str] = []
+    original = frame.trials_frame
+
+    def counted(study):
+        calls.append(study.study_name)
+        return original(study)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "trials_frame", None) is original:
+            patch.setattr(module, "trials_frame", counted)
+    return calls
 
 
 @pytest.fixture(scope="session")

@@ -11,20 +11,21 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from outputs import COMPILE_CACHE_DIR
 from trainers.config import ModelConfig
-from trainers.costs import Flops, count_parameters, device_name, model_flops, peak_flops, peak_memory
+from trainers.costs import Flops, count_parameters, model_flops
 from trainers.data.batches import iterate_batches, iterate_pair_batches
 from trainers.data.recall import IGNORE
 from trainers.knobs import knob
+from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
+from trainers.outputs import COMPILE_CACHE_DIR
 
 PRECISIONS = ("fp32", "bf16")
 COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
@@ -93,6 +94,20 @@ class NonFiniteLossError(FloatingPointError):
 
     def __str__(self) -> str:
         return f"training loss is {self.loss} at step {self.step} of {self.steps}"
+
+
+@dataclass(frozen=True)
+class Work:
+    """Training work done: examples, real (non-padding) tokens and FLOPs, and the seconds it took (when timed)."""
+
+    examples: int = 0
+    tokens: int = 0
+    flops: float = 0.0
+    seconds: float = 0.0
+
+    def plus(self, other: Work) -> Work:
+        """Both amounts of work together (time is added where it is measured, not here)."""
+        return Work(self.examples + other.examples, self.tokens + other.tokens, self.flops + other.flops, self.seconds)
 
 
 @dataclass(frozen=True)
@@ -274,7 +289,7 @@ class _PeakMemory:
     (Dynamo would stop compiling the frames it saw under one, for good).
 
     On CUDA: the caching allocator's peak over the whole run, above the memory in use at
-    the start. On CPU: the live-tensor tracker (``trainers.costs.peak_memory``) around the
+    the start. On CPU: the live-tensor tracker (``trainers.measure.peak_memory``) around the
     eager model, on each step whose batch is longer than every one measured before
     (bucketed batches grow the peak only with their length, and there are few such steps).
     """
@@ -362,7 +377,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
 
     start = time.perf_counter()
     memory = _PeakMemory(device)
-    training_seconds, compile_seconds, examples, tokens, flops = 0.0, 0.0, 0, 0, 0
+    training_seconds, compile_seconds, after_first = 0.0, 0.0, Work()  # after_first: work after step 1, untimed
     loss_sum, loss_count = torch.zeros((), device=device), 0
     first_bad_step, first_bad_loss = torch.zeros((), dtype=torch.long, device=device), torch.zeros((), device=device)
     peak = peak_flops(device, train_config.precision)
@@ -396,20 +411,20 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
                 raise NonFiniteLossError(float(first_bad_loss), int(bad_step), train_config.steps)
         if length not in flops_by_length:  # bucketed batches repeat few lengths
             flops_by_length[length] = model_flops(model_config, length)
-        done = (len(batch["labels"]), batch_tokens, flops_by_length[length].training_step(len(batch["labels"])))
+        done = Work(len(batch["labels"]), batch_tokens, flops_by_length[length].training_step(len(batch["labels"])))
         if step == 1:  # compilation and optimizer state: kept out of the throughput
             synchronize()
-            first_step = (*done, time.perf_counter() - interval_start)
-            compile_seconds = first_step[-1] if train_config.compile else 0.0
+            first_step = replace(done, seconds=time.perf_counter() - interval_start)
+            compile_seconds = first_step.seconds if train_config.compile else 0.0
             interval_start = time.perf_counter()
         else:
-            examples, tokens, flops = examples + done[0], tokens + done[1], flops + done[2]
+            after_first = after_first.plus(done)
         if step in report_steps:
             synchronize()
             training_seconds += time.perf_counter() - interval_start
             # Until a step after the first has run, the first is all there is to measure.
-            counted = (examples, tokens, flops, training_seconds) if examples else first_step
-            seconds = counted[3]
+            counted = replace(after_first, seconds=training_seconds) if after_first.examples else first_step
+            seconds = counted.seconds
             with autocast(device, train_config.precision):
                 evaluation = evaluate(stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
             metrics = static | {
@@ -419,15 +434,15 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
                 "val_loss": evaluation.loss,
                 "train_loss": float(loss_sum) / loss_count,
                 "final": step == train_config.steps,
-                "examples_per_s": counted[0] / seconds,
-                "tokens_per_s": counted[1] / seconds,
-                "flops_per_s": counted[2] / seconds,
+                "examples_per_s": counted.examples / seconds,
+                "tokens_per_s": counted.tokens / seconds,
+                "flops_per_s": counted.flops / seconds,
                 "compile_seconds": compile_seconds,
                 "peak_memory_bytes": memory.peak(),
                 "wall_seconds": time.perf_counter() - start,
             }
             if peak:
-                metrics["model_flops_utilisation"] = counted[2] / seconds / peak
+                metrics["model_flops_utilisation"] = counted.flops / seconds / peak
             loss_sum, loss_count = torch.zeros((), device=device), 0
             if report is not None:
                 report(step, metrics)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reports.analysis import configurations, difference_interval, headline, mean_interval
-from storage.trials import QUALITIES, QUALITY_ATTRIBUTE, best, pareto_mask
+from reports.results.configurations import configurations
+from reports.results.fronts import best, pareto_mask
+from reports.results.names import QUALITY_ATTRIBUTE
+from reports.results.quality import QUALITIES
+from reports.results.statistics import difference_interval, mean_interval
+from reports.results.verdict import headline
 
 
 def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:

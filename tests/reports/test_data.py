@@ -9,8 +9,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from reports.results.frame import trials_frame
+from reports.results.fronts import family_bests, family_budgets, family_fronts, pareto_mask
 from storage import open_storage
-from storage.trials import family_bests, family_budgets, family_fronts, pareto_mask, trials_frame
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))
 RANK = CategoricalDistribution((4, 8, "full"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from storage import single_writer
-from studies.registry import STUDIES, SUITES, get_study
+from studies.catalogue import STUDIES, SUITES, get_study
 from studies.run import build_parser, main
 
 
@@ -143,7 +143,7 @@ def test_a_second_driver_through_a_symbolic_link_is_refused(link: str, capsys, t
 
 
 def test_precision_and_compile_flags_reach_every_trial_and_name_their_own_study() -> None:
-    from studies.runner import RunOptions, check_options
+    from studies.engine.options import RunOptions, check_options
 
     run = check_options(get_study("lra_sharing"), RunOptions(preset="smoke", precision="bf16", compile=True))
     assert run.preset.train.precision == "bf16" and run.preset.train.compile is True
@@ -154,7 +154,7 @@ def test_precision_and_compile_flags_reach_every_trial_and_name_their_own_study(
 
 
 def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
-    from studies.trainable import trial_device
+    from studies.engine.trainable import trial_device
 
     assert trial_device([], {"CPU": 1.0}).device == "cpu"  # even where CUDA is visible
     assert trial_device([], {"CPU": 2.0, "GPU": 0.0}).cpus == 2

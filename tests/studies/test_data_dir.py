@@ -14,9 +14,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from studies import registry
+from studies import catalogue as registry
+from studies.catalogue.tasks import ReleaseTask
 from studies.run import main
-from studies.tasks import ReleaseTask
 from trainers.data.listops import ListOpsSpec, write_release
 
 # lra_sharing's smoke budget on ListOps read from release files (sizes as the smoke preset's data).

@@ -15,12 +15,14 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from reports.results.frame import outcome as outcome_of
+from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from search_space.space import Choice
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE
-from storage.trials import outcome as outcome_of
-from studies.plan import queued
-from studies.registry import LRA_SHARING, Family, Study
-from studies.runner import RunOptions, run_study
+from studies.catalogue import LRA_SHARING
+from studies.catalogue.schema import Family, Study
+from studies.engine.options import RunOptions
+from studies.engine.queue import queued
+from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
 from tests.processes import kill_tree, wait_for_training_worker
 

@@ -11,14 +11,16 @@ import pytest
 from optuna.trial import TrialState
 from ray.exceptions import ActorDiedError
 
+from reports.results.frame import outcome, trials_frame
+from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR, outcome, trials_frame
-from studies.ledger import Ledger
-from studies.plan import PlannedTrial, enqueue, heartbeat_options, queued
-from studies.registry import LRA_SHARING, Family, Preset, Study
-from studies.sampler import TRAINABLE
+from studies.catalogue import LRA_SHARING
+from studies.catalogue.schema import Family, Preset, Study
+from studies.engine.ledger import Ledger
+from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued
+from studies.engine.sampler import TRAINABLE
 
 PRESET = LRA_SHARING.preset("smoke")
 
@@ -46,7 +48,7 @@ def make_ledger(
         definition=definition,
         preset=preset,
         space=space or definition.space_for(preset),
-        fixed=fixed or {},
+        fix=fixed or {},
         seed=3,
         run_attributes={"preset": "smoke"},
         cache_dir=str(tmp_path),
@@ -66,7 +68,7 @@ def report(step: int, final: bool = False) -> dict:
 
 
 def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> None:
-    queued_first = PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, family="MHA", baseline=True)
+    queued_first = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 4}, family="MHA", baseline=True)
     ledger = make_ledger(tmp_path, [queued_first], 3)
     configs = [ledger.ask(f"ray-{i}") for i in range(4)]
     assert ledger.ask("ray-4") is None  # budget spent
@@ -155,7 +157,7 @@ def test_a_sampler_that_keeps_breaking_the_rules_stops_the_run(tmp_path: Path) -
 
 
 def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(tmp_path: Path) -> None:
-    from studies.runner import pinned_space, without_contradicted_points
+    from studies.engine.options import pinned_space, without_contradicted_points
 
     space, others = pinned_space(LRA_SHARING, PRESET, {"generator_width": 16})  # not searched by the study
     assert others == {"generator_width": 16}
@@ -170,7 +172,7 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(
 
 
 def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_user_fixes_one(tmp_path: Path) -> None:
-    from studies.runner import pinned_space
+    from studies.engine.options import pinned_space
 
     preset = replace(PRESET, train=replace(PRESET.train, learning_rate=3e-3, weight_decay=0.05))  # not the knobs' defaults
     for folder in ("preset", "fixed"):
@@ -187,8 +189,8 @@ def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
-    from studies.failures import SharedGPUOutOfMemoryError
-    from studies.plan import MAX_RETRIES
+    from studies.engine.failures import SharedGPUOutOfMemoryError
+    from studies.engine.queue import MAX_RETRIES
 
     ledger = make_ledger(tmp_path, [], 1)
     number = ledger.ask("ray-0")["number"]
@@ -212,7 +214,7 @@ def test_each_trial_gets_the_run_s_one_absolute_compile_cache(tmp_path: Path) ->
 
 
 def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_again(tmp_path: Path) -> None:
-    from studies.plan import recover_interrupted, retry
+    from studies.engine.queue import recover_interrupted, retry
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     storage = open_storage(url, heartbeat_interval=1, grace_period=1, heartbeat_stale_trial_callback=retry)
@@ -223,7 +225,7 @@ def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_ag
         definition=LRA_SHARING,
         preset=PRESET,
         space=LRA_SHARING.space_for(PRESET),
-        fixed={},
+        fix={},
         seed=0,
         run_attributes={},
         cache_dir=str(tmp_path),
@@ -244,9 +246,9 @@ def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_ag
 def test_early_stopping_spares_seed_repeats(tmp_path: Path) -> None:
     from ray.tune.experiment import Trial
 
-    from studies.runner import ASHAExceptRepeats
+    from studies.engine.scheduler import ASHAExceptRepeats
 
-    ledger = make_ledger(tmp_path, [PlannedTrial(fixed={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0)
+    ledger = make_ledger(tmp_path, [PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0)
     assert ledger.ask("repeat")["repeat"] is True  # the trainable's config says so
 
     scheduler = ASHAExceptRepeats(time_attr="step", metric="val_accuracy", mode="max", max_t=100, grace_period=1)

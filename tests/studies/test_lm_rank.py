@@ -15,7 +15,7 @@ import pytest
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-from studies.registry import LM_RANK
+from studies.catalogue import LM_RANK
 from studies.run import main
 from tests.studies.test_data_dir import _exit_code, _tree
 

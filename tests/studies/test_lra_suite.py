@@ -15,7 +15,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from studies.registry import LRA_SUITE, LRA_TASKS
+from studies.catalogue import LRA_SUITE
+from studies.catalogue.lra_suite import LRA_TASKS
 from studies.run import main
 from tests.studies.test_data_dir import _exit_code, _tree
 from tests.trainers.data.release_files import write_lra_release

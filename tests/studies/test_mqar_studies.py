@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from studies.registry import CROSS_HEAD, RECALL_HEADS
+from studies.catalogue import CROSS_HEAD, RECALL_HEADS
 from studies.run import main
 
 

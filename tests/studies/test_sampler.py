@@ -13,9 +13,10 @@ import pytest
 from optuna.trial import TrialState
 
 from benchmarks.infeasible import DIVERGING_SHARE, diverging_share
+from reports.results.frame import outcome, trials_frame
+from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage import open_storage
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, outcome, trials_frame
-from studies.sampler import TRAINABLE, sampler_for
+from studies.engine.sampler import TRAINABLE, sampler_for
 
 TRIALS = 80
 

@@ -8,8 +8,9 @@ from dataclasses import fields
 import optuna
 from optuna.trial import TrialState
 
-from storage.trials import trials_frame
-from studies.registry import AUTHORS, LRA_SHARING
+from reports.results.frame import trials_frame
+from studies.catalogue import LRA_SHARING
+from studies.catalogue.families import AUTHORS
 from tests.conftest import SMOKE_STUDY as NAME
 from trainers.config import ModelConfig
 
@@ -130,7 +131,7 @@ def test_seed_repeats_rerun_each_family_s_best_to_completion(smoke_run: dict) ->
 def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
     import html
 
-    from reports.analysis import VERDICT_ATTRIBUTE
+    from reports.results.verdict import VERDICT_ATTRIBUTE
 
     sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs[VERDICT_ATTRIBUTE]
     assert f"  verdict: {sentence}\n" in smoke_run["output"]
@@ -154,3 +155,10 @@ def test_the_authors_configuration_is_trained_as_a_named_point_of_its_family(smo
     repeats = [t for t in smoke_run["second"] if t.user_attrs.get("repeat_of") == point.number]
     for repeat in repeats:  # repeated when it is among its family's best: the same configuration
         assert repeat.user_attrs["point"] == AUTHORS.label and repeat.user_attrs["model_config"]["metric_rank"] == "full"
+
+
+def test_a_run_builds_its_trial_frame_once_for_its_results(smoke_run: dict) -> None:
+    """The resumed run (search, then seed repeats) reads its store into a frame twice: once after the
+    search, to choose what the repeats measure, and once at the end, for its results, which the
+    stored verdict, the report and the summary share (each built its own frame before)."""
+    assert smoke_run["frames"] == [NAME, NAME]

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from studies.registry import LRA_SHARING, STUDIES, Objective
-from studies.tasks import RELEASES, TASKS, ReleaseTask
+from studies.catalogue import LRA_SHARING, STUDIES
+from studies.catalogue.tasks import RELEASES, TASKS, Objective, ReleaseTask
 from trainers.config import ModelConfig
 
 

@@ -9,7 +9,8 @@ import torch
 
 from tests.trainers import authors_knobs, counting_backend
 from trainers.config import ModelConfig
-from trainers.costs import count_parameters, counted_flops, interleaved_seconds, model_flops, peak_memory
+from trainers.costs import count_parameters, counted_flops, model_flops
+from trainers.measure import interleaved_seconds, peak_memory
 from trainers.models import build_model
 
 LENGTH, BATCH = 20, 2
@@ -121,7 +122,7 @@ def test_interleaved_steps_are_each_timed_once_per_round() -> None:
     ],
 )
 def test_model_flop_utilisation_knows_exact_parts_only(name: str, bf16: float | None) -> None:
-    from trainers.costs import peak_flops_of
+    from trainers.measure import peak_flops_of
 
     assert peak_flops_of(name, "bf16") == bf16
 
@@ -129,7 +130,7 @@ def test_model_flop_utilisation_knows_exact_parts_only(name: str, bf16: float | 
 def test_kernels_of_a_compiled_model_are_named_and_it_keeps_running_compiled() -> None:
     """``attention_kernels`` reads the profiler, so a compiled model is checked as it runs:
     the same kernels as the eager model, and its compiled graph still serves later calls."""
-    from trainers.costs import attention_kernels
+    from trainers.measure import attention_kernels
 
     graph_calls: list[int] = []
     config = ModelConfig(vocab_size=20, num_classes=3, max_length=40, d_model=16, num_heads=2, mlp_width=16, attention="mha")

@@ -17,7 +17,7 @@ from trainers.attention import (
     build_attention,
 )
 from trainers.attention.mixed_roles import role_mask
-from trainers.costs import attention_kernels
+from trainers.measure import attention_kernels
 
 KNOBS = {"dcmha": {"router_rank": 3}, "mma": {"local_window": 2}, "moa": {"expert_factor": 2}}
 

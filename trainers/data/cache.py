@@ -17,7 +17,7 @@ from typing import Any
 
 import datasets
 
-from outputs import DATA_CACHE_DIR
+from trainers.outputs import DATA_CACHE_DIR
 
 FORMAT_VERSION = 1
 CACHE_DIR_VARIABLE = "DAMCHA_DATA_CACHE"

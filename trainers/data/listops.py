@@ -22,7 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from outputs import write_atomically
+from trainers.outputs import write_atomically
 
 OPERATORS: tuple[str, ...] = ("[MIN", "[MAX", "[MED", "[SM")
 END = "]"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from studies.tasks import ByteLanguageTask
+from studies.catalogue.tasks import ByteLanguageTask
 from trainers.data.corpus import CorpusSpec, corpus_files, split_by_file, stdlib_root, windows
 from trainers.data.lra_files import DataFileError
 from trainers.data.tasks import byte_corpus

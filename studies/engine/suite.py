@@ -1,5 +1,5 @@
-"""Running a suite (``studies.registry.Suite``): each task's study in turn by
-``studies.runner.run_study`` on one Ray session, then the suite's report.
+"""Running a suite (``studies.catalogue.schema.Suite``): each task's study in turn by
+``studies.engine.runner.run_study`` on one Ray session, then the suite's report.
 
 Every task's options and data files are checked before the first study starts, so a
 missing file of the last task writes no store and no report (the caches of the tasks
@@ -16,14 +16,16 @@ from typing import TextIO
 import optuna
 import ray
 
-from outputs import write_atomically
 from reports.files import report_path
+from reports.results.frame import trials_frame
 from reports.suite import suite_html, suite_lines
 from storage import masked_url, open_storage
-from storage.trials import trials_frame
-from studies.registry import Suite
-from studies.runner import RunOptions, RunOutcome, check_options, run_study, start_ray
+from studies.catalogue.schema import Suite
+from studies.engine.cluster import start_ray
+from studies.engine.options import RunOptions, check_options
+from studies.engine.runner import RunOutcome, run_study
 from trainers.data.cache import default_cache_dir
+from trainers.outputs import write_atomically
 
 
 def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> list[RunOutcome]:

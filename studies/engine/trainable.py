@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from studies.failures import SharedGPUOutOfMemoryError
+from studies.engine.failures import SharedGPUOutOfMemoryError
 from trainers.config import ModelConfig
 from trainers.memory import TrainingOutOfMemoryError, memory_budget
 from trainers.train import Report, TrainConfig, TrainResult, train, use_compile_settings
@@ -40,7 +40,7 @@ def trial_device(gpu_ids: list, resources: dict[str, float]) -> TrialDevice:
 
 
 def run_trial(config: dict[str, Any]) -> None:
-    """Train one configuration asked by the ledger (``studies.ledger.Ledger.ask``) where Ray
+    """Train one configuration asked by the ledger (``studies.engine.ledger.Ledger.ask``) where Ray
     placed it, reporting each evaluation to Ray Tune (``train_trial`` does the work)."""
     import ray  # here: ``train_trial`` runs without Ray (benchmarks.first_trials)
     from ray import tune
@@ -67,7 +67,7 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
     Raises:
         trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or out
             of a GPU of its own.
-        studies.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
+        studies.engine.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
     if config["train"].get("compile"):

@@ -7,7 +7,7 @@ above 0 is *infeasible*. NSGA-II ranks it behind every feasible trial (constrain
 domination), TPE counts it among the bad ones, and ``Study.best_trials`` and
 optuna-dashboard leave it out. Samplers read constraints of COMPLETE trials, so such a
 trial is told COMPLETE, with placeholder objective values, its ``trainable`` constraint
-violated, and an ``infeasible`` user attribute saying why (``storage.trials`` shows it as
+violated, and an ``infeasible`` user attribute saying why (``reports.results.frame`` shows it as
 ``INFEASIBLE``, never as a result).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import optuna
 
-from storage.trials import INFEASIBLE_ATTRIBUTE
+from reports.results.names import INFEASIBLE_ATTRIBUTE
 
 TRAINABLE = "trainable"  # the constraint's name: 1.0 when violated
 

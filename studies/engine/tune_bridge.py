@@ -1,4 +1,4 @@
-"""Ray Tune's side of a run: it asks the ledger for configurations and hands it every result and ending.
+"""Ray Tune's side of a run: the Tuner, which asks the ledger for configurations and hands it every result and ending.
 
 Ray's own ``OptunaSearch`` drops what this product must keep (intermediate values in
 multi-objective studies, the last report, pruned states, user attributes), so the
@@ -9,16 +9,24 @@ and ``LedgerCallback`` hands it every result and ending, with the exception Tune
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ray import cloudpickle
+from ray import cloudpickle, tune
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
-from studies.ledger import Ledger
-from studies.plan import HEARTBEAT_INTERVAL_S
+from studies.catalogue.schema import Preset
+from studies.engine.cluster import trial_request
+from studies.engine.ledger import Ledger
+from studies.engine.options import TrialResources
+from studies.engine.progress import ProgressLine
+from studies.engine.queue import HEARTBEAT_INTERVAL_S
+from studies.engine.scheduler import ASHAExceptRepeats
+from studies.engine.trainable import run_trial
+from trainers.outputs import TUNE_DIR
 
 
 class LedgerSearcher(Searcher):
@@ -97,3 +105,45 @@ def _error_text(trial, exception: BaseException | None) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     exception = next((line.strip() for line in reversed(lines) if ":" in line and not line.startswith(" ")), lines[-1].strip())
     return f"{exception}\n\n{text[-4000:]}"
+
+
+def run_on_tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
+    """Run the ledger's trials on Ray Tune (ASHA on the study's first objective when ``early_stopping``).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C; the running trials were failed first (``Ledger.interrupt``).
+    """
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
+    # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    request, concurrency = trial_request(resources)
+    scheduler = ASHAExceptRepeats(
+        time_attr="step",
+        metric=ledger.objective.metric,
+        mode=ledger.objective.direction[:3],  # "max" or "min"
+        max_t=preset.train.steps,
+        grace_period=preset.grace_steps,
+        reduction_factor=2,
+    )
+    tuner = tune.Tuner(
+        tune.with_resources(run_trial, request),
+        tune_config=tune.TuneConfig(
+            search_alg=LedgerSearcher(ledger),
+            scheduler=scheduler if early_stopping else None,
+            num_samples=-1,  # the searcher says when it is finished: retries may add trials
+            max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
+            reuse_actors=True,  # a trial's worker runs the next one: no new process and imports per trial
+            trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(TUNE_DIR.resolve()),
+            callbacks=[LedgerCallback(ledger), ProgressLine(ledger, concurrency)],
+            verbose=0,
+        ),
+    )
+    try:
+        tuner.fit()
+    except KeyboardInterrupt:
+        ledger.interrupt()
+        raise

@@ -9,8 +9,8 @@ from typing import Any
 
 from ray.tune import Callback
 
-from storage.trials import quality_named
-from studies.ledger import Ledger
+from reports.results.quality import quality_named
+from studies.engine.ledger import Ledger
 
 
 def _clock(seconds: float) -> str:

@@ -1,8 +1,8 @@
 """The Optuna study as the record of a run: asks trials, writes every report and outcome.
 
 A ``Ledger`` owns the Optuna study in the driver process: it asks the store's queued
-trials (``studies.plan``), then searched ones within the budget, and records what the
-trials report (``studies.tune_bridge`` connects it to Ray Tune).
+trials (``studies.engine.queue``), then searched ones within the budget, and records what the
+trials report (``studies.engine.tune_bridge`` connects it to Ray Tune).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from search_space.knobs import MODEL_KNOBS, TRAINING_KNOBS
+from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
+from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from storage.trials import INFEASIBLE, INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
-from studies.failures import failure_of
-from studies.plan import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
-from studies.registry import Family, Preset, Study
-from studies.sampler import tell_infeasible
+from studies.catalogue.schema import Family, Preset, Study
+from studies.engine.failures import failure_of
+from studies.engine.queue import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
+from studies.engine.sampler import tell_infeasible
 from trainers.config import ModelConfig
-from trainers.train import compile_cache_dir
+from trainers.train import TrainConfig, compile_cache_dir
 
 COST_ATTRIBUTES = (
     "parameters",
@@ -65,7 +65,7 @@ class Ledger:
         definition: The study definition.
         preset: Its budget.
         space: The preset's search space.
-        fixed: Values of non-searched knobs chosen by the user.
+        fix: The user's ``--fix`` values of knobs the study does not search.
         seed: The run's seed; trial ``n`` trains with seed ``seed * 100_000 + n``, a
             configuration's ``k``-th seed repeat with ``seed * 100_000 + FRESH_SEEDS_FROM + k``.
         run_attributes: User attributes every trial gets (preset, code version, task).
@@ -86,7 +86,7 @@ class Ledger:
         definition: Study,
         preset: Preset,
         space: SearchSpace,
-        fixed: Mapping[str, Value],
+        fix: Mapping[str, Value],
         seed: int,
         run_attributes: Mapping[str, Any],
         cache_dir: str,
@@ -96,7 +96,7 @@ class Ledger:
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
         self.memory_bytes = memory_bytes
-        self.fixed, self.seed = dict(fixed), seed
+        self.fix, self.seed = dict(fix), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
         # This run asks at most what was left at its start, and the retries it queues: a
@@ -130,13 +130,14 @@ class Ledger:
                 trial, sampled = self._sample()
                 try:
                     point_values = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE)
-                    knobs = self.space.resolve(sampled | self._fixed_where_active(trial), beyond_domains=point_values)
+                    chosen = sampled | self._unsearched_where_active(trial)  # what this trial sets; the space fills in the rest
+                    knobs = self.space.resolve(chosen, beyond_domains=point_values)
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
                     del self.open[trial.number]
                     trial.set_user_attr("error", f"rejected before training: {error}")
                     tell_infeasible(self.study, trial, FORBIDDEN)
                     continue
-                return self._start(trial, knobs, ray_trial_id)
+                return self._start(trial, knobs, self.preset.training(chosen | (point_values or {})), ray_trial_id)
         raise SearchSpaceError(f"{MAX_RESAMPLES} sampled configurations in a row broke the study's rules; check its domains")
 
     def _sample(self) -> tuple[optuna.Trial, dict[str, Value]]:
@@ -150,7 +151,7 @@ class Ledger:
         """
         if not queued(self.study):
             family = self._next_family()
-            planned = PlannedTrial(fixed=family.values, family=family.label, baseline=family.baseline)
+            planned = PlannedTrial(params=family.values, family=family.label, baseline=family.baseline)
             enqueue(self.study, self._with_point_due(planned))
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
@@ -182,16 +183,23 @@ class Ledger:
         )
         return min(self.definition.families, key=lambda family: asked[family.label])
 
-    def _fixed_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
+    def _unsearched_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
         """The preset's and the user's non-searched values, for knobs that exist in this trial."""
-        values = dict(self.preset.fixed) | self.fixed
+        values = dict(self.preset.fixed) | self.fix
         active = self.space.defaults() | trial.params | values
         return {name: value for name, value in values.items() if self.space.knobs[name].active(active)}
 
-    def _start(self, trial: optuna.Trial, knobs: dict[str, Value], ray_trial_id: str) -> dict[str, Any]:
-        train = asdict(self.preset.train) | {k: v for k, v in knobs.items() if k in TRAINING_KNOBS}
+    def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
+        """Record the trial's configuration and return what its worker needs.
+
+        Args:
+            trial: The asked trial.
+            knobs: Its resolved knob values (the model's come from here).
+            training: Its training settings (``Preset.training``: the preset's, with the training knobs it sets).
+            ray_trial_id: Ray Tune's id of the trial.
+        """
         index = trial.user_attrs.get("repeat_index")  # a fresh seed shared by every configuration's k-th repeat
-        train["seed"] = self.seed * 100_000 + (trial.number if index is None else FRESH_SEEDS_FROM + index)
+        train = asdict(training) | {"seed": self.seed * 100_000 + (trial.number if index is None else FRESH_SEEDS_FROM + index)}
         model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
         attributes = self.run_attributes | {
             "seed": train["seed"],
@@ -206,7 +214,7 @@ class Ledger:
         self.storage.record_heartbeat(self.trial_ids[trial.number])  # alive from its start (stale only after a heartbeat)
         return {
             "number": trial.number,
-            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``studies.runner.ASHAExceptRepeats``)
+            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``studies.engine.runner.ASHAExceptRepeats``)
             "model": model,
             "train": train,
             "task": self.preset.task,
@@ -234,11 +242,11 @@ class Ledger:
             number: The trial's number.
             last: Its last report (None: it reported nothing).
             error: What its exception says (traceback included), or None when it ended without one.
-            exception: The exception, as Ray Tune kept it (``studies.failures.failure_of`` reads it).
+            exception: The exception, as Ray Tune kept it (``studies.engine.failures.failure_of`` reads it).
 
         A failure that says the configuration cannot train is told to the sampler as
-        infeasible (``studies.sampler.tell_infeasible``); a dead worker's, or a shared
-        GPU's out of memory, is queued again first (``studies.plan.retry``).
+        infeasible (``studies.engine.sampler.tell_infeasible``); a dead worker's, or a shared
+        GPU's out of memory, is queued again first (``studies.engine.queue.retry``).
         """
         trial = self.open.get(number)  # left open until the store has its ending: a Ctrl-C before that fails it
         if trial is None:
@@ -310,7 +318,7 @@ class Ledger:
             self.storage.record_heartbeat(self.trial_ids[number])
 
     def _retry(self, trial: optuna.Trial) -> bool:
-        """Queue a failed trial's configuration again (``studies.plan.retry``); True if queued."""
+        """Queue a failed trial's configuration again (``studies.engine.queue.retry``); True if queued."""
         queued_again = retry(self.study, trial)
         self.total += queued_again
         return queued_again

@@ -1,8 +1,9 @@
 """Where this product writes by default, and how it writes a file so that no reader sees half of it.
 
 Every default location is under ``runs/`` in the working directory; each has its own
-option or environment variable (the README's Guarantees and ``--help`` name them).
-A leaf module: every package may import it.
+option or environment variable (docs/guarantees.md and ``--help`` name them). The default
+store, ``runs/optuna.db``, is ``storage``'s own (``storage.factory.STORE_FILE``: storage imports
+none of our packages). A leaf module: every package but ``storage`` may import it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import tempfile
 from pathlib import Path
 
 RUNS_DIR = Path("runs")
-STORE_FILE = RUNS_DIR / "optuna.db"  # the default SQLite store
 DATA_CACHE_DIR = RUNS_DIR / "data"  # datasets' Arrow caches
 COMPILE_CACHE_DIR = RUNS_DIR / "torch-compile-cache"  # torch.compile's cache, kept between runs
 TUNE_DIR = RUNS_DIR / "ray"  # Ray Tune's experiment folders (the store, not these, is the record)

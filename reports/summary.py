@@ -6,8 +6,12 @@ from pathlib import Path
 
 import optuna
 
-from reports.analysis import VERDICT_ATTRIBUTE
-from storage.trials import FLOPS, INFEASIBLE, Quality, best, family_order, knob_columns, quality, search_runs, trials_frame
+from reports.results import StudyResults
+from reports.results.frame import knob_columns, search_runs
+from reports.results.fronts import best, family_order
+from reports.results.names import FLOPS, INFEASIBLE
+from reports.results.quality import Quality, quality
+from reports.results.verdict import VERDICT_ATTRIBUTE
 
 
 def _trial(row, knobs: list[str], measured: Quality) -> str:
@@ -16,11 +20,11 @@ def _trial(row, knobs: list[str], measured: Quality) -> str:
     return f"trial {row['number']}  {measured.short} {row[measured.column]:.3f}  {row[FLOPS]:.3g} FLOPs  {shown}"
 
 
-def summary(study: optuna.Study, storage_url: str, report: Path) -> str:
+def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyResults | None = None) -> str:
     """Trials by state, the study's verdict (its ``verdict`` attribute, which the run writes first: the
     report's headline), each family's best search trial (the one its seed repeats measure again,
-    ``storage.trials.best``), and where things are."""
-    frame = trials_frame(study)
+    ``reports.results.fronts.best``), and where things are."""
+    frame = (results or StudyResults.read(study)).frame
     knobs = knob_columns(frame)
     lines = [f"\n{study.study_name}"]
     if frame.empty:

@@ -1,7 +1,7 @@
 """The store as the queue of planned trials, shared by every driver of a study.
 
 A planned trial (a family's next searched trial, a retry, a seed repeat) is a WAITING trial in the Optuna
-store (``Study.enqueue_trial``): its fixed knob values are the queued parameters and
+store (``Study.enqueue_trial``): its knob values (``params``) are the queued parameters and
 how it was planned (``PlannedTrial``) its user attributes. Any driver's next ask takes
 it, in the order it was queued; a killed driver's queue survives in the store.
 
@@ -21,8 +21,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 from search_space.space import Value
-from storage.trials import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
@@ -32,22 +32,22 @@ MAX_RETRIES = 2  # a configuration whose trials keep dying is given up after thi
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """A trial to run, with knob values fixed before the sampler fills in the rest.
+    """A trial to run, with knob values set before the sampler fills in the rest.
 
     Args:
-        fixed: The knob values it fixes.
-        family: The label of the study's family it belongs to (``studies.registry.Family``).
+        params: The knob values it sets (Optuna parameters; the sampler fills in the rest).
+        family: The label of the study's family it belongs to (``studies.catalogue.schema.Family``).
         baseline: Its family is the study's baseline.
         retry_of: The number of the failed trial whose configuration it runs again.
         repeat_of: The number of the trial whose configuration it runs on a fresh seed.
         repeat_index: Which fresh seed (1, 2, ...): repeat ``k`` of every configuration
             trains on the same seed, so the families' repeats can be compared in pairs.
         attempt: How many times its configuration failed and was retried before.
-        point: The label of the study's named point it trains (``studies.registry.NamedPoint``).
+        point: The label of the study's named point it trains (``studies.catalogue.schema.NamedPoint``).
         point_values: The point's knob values, outside the sampler's parameters.
     """
 
-    fixed: Mapping[str, Value]
+    params: Mapping[str, Value]
     family: str | None = None
     baseline: bool = False
     retry_of: int | None = None
@@ -72,10 +72,10 @@ class PlannedTrial:
 
     @classmethod
     def of(cls, trial: FrozenTrial | optuna.Trial) -> PlannedTrial:
-        """How ``trial`` was planned, with all its parameters fixed (to run its configuration again)."""
+        """How ``trial`` was planned, with all its parameters set (to run its configuration again)."""
         attributes = trial.user_attrs
         return cls(
-            fixed=dict(trial.params),
+            params=dict(trial.params),
             family=attributes.get("family"),
             baseline=bool(attributes.get("baseline")),
             retry_of=attributes.get("retry_of"),
@@ -89,7 +89,7 @@ class PlannedTrial:
 
 def enqueue(study: optuna.Study, planned: PlannedTrial) -> None:
     """Put ``planned`` at the end of the store's queue."""
-    study.enqueue_trial(dict(planned.fixed), user_attrs=planned.attributes())
+    study.enqueue_trial(dict(planned.params), user_attrs=planned.attributes())
 
 
 def queued(study: optuna.Study) -> list[FrozenTrial]:
@@ -144,7 +144,7 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
             every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
             only the trials whose heartbeat is older than ``GRACE_PERIOD_S`` are (Optuna
             fails them and calls ``retry``; a finished trial takes no error message,
-            so ``storage.trials`` names the cause).
+            so ``reports.results.frame`` names the cause).
     """
     if not exclusive:
         with warnings.catch_warnings():
@@ -156,3 +156,19 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
         storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
         study.tell(trial.number, state=TrialState.FAIL)
         retry(study, trial)
+
+
+def trials_to_run(optuna_study: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool) -> int:
+    """Recover what a dead driver left (``recover_interrupted``) and count what is left to run.
+
+    Args:
+        optuna_study: The run's Optuna study.
+        storage: Its storage.
+        trials: The study's budget (``--trials``), seed repeats aside.
+        exclusive: This driver is the store's only one.
+
+    Returns:
+        How many trials are left: the store's queue, then searched trials up to ``trials``.
+    """
+    recover_interrupted(optuna_study, storage, exclusive=exclusive)
+    return len(queued(optuna_study)) + max(trials - trials_counted(optuna_study), 0)

@@ -1,0 +1,71 @@
+"""What a report shows beside the trial frame, read from the Optuna study: learning curves, knob importances, provenance."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from reports.results.frame import family_of, outcome
+from reports.results.quality import quality_of
+from storage import masked_url
+
+
+def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
+    """Intermediate values of some trials (the study's first objective), long format: ``number``,
+    ``step``, ``value``, ``state``, ``family``, ``baseline``."""
+    wanted = set(numbers)
+    rows = [
+        {
+            "number": t.number,
+            "step": step,
+            "value": value,
+            "state": t.state.name,
+            "family": family_of(t),
+            "baseline": bool(t.user_attrs.get("baseline")),
+        }
+        for t in study.get_trials(deepcopy=False)
+        if t.number in wanted
+        for step, value in sorted(t.intermediate_values.items())
+    ]
+    return pd.DataFrame(rows, columns=["number", "step", "value", "state", "family", "baseline"])
+
+
+def importances(study: optuna.Study) -> dict[str, float]:
+    """Knob importances for the study's first objective (Optuna's default PED-ANOVA evaluator); empty when too few trials."""
+    results = [t for t in study.get_trials(deepcopy=False) if outcome(t) == "COMPLETE"]  # infeasible ones are no result
+    if len(results) < 3:
+        return {}
+    only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input
+    only_results.add_trials(results)
+    sign = quality_of(study).sign
+    try:  # PED-ANOVA explains low target values: negate a value the study maximises
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "few trials per regime": expected in small studies
+            return optuna.importance.get_param_importances(only_results, target=lambda trial: -sign * trial.values[0])
+    except (ValueError, RuntimeError, ZeroDivisionError):
+        return {}
+
+
+def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> dict[str, Any]:
+    """Versions, devices, dates, device-hours, trial counts, store (password masked)."""
+    trials = study.get_trials(deepcopy=False)
+    starts = [t.datetime_start for t in trials if t.datetime_start]
+    ends = [t.datetime_complete for t in trials if t.datetime_complete]
+    wall = pd.to_numeric(frame.get("wall_seconds"), errors="coerce").fillna(0).sum() if not frame.empty else 0.0
+    return {
+        "study": study.study_name,
+        "store": masked_url(storage_url),
+        "code versions": sorted({str(t.user_attrs["code_version"]) for t in trials if "code_version" in t.user_attrs}),
+        "devices": sorted({str(d) for d in frame.get("device", pd.Series(dtype=object)).dropna()}),
+        "first trial started": min(starts).isoformat(timespec="seconds") if starts else "-",
+        "last trial ended": max(ends).isoformat(timespec="seconds") if ends else "-",
+        "device-hours (sum of trial wall time)": round(float(wall) / 3600, 3),
+        "trials by state": frame["state"].value_counts().to_dict() if not frame.empty else {},
+        "failed: could not train": frame["infeasible"].value_counts().to_dict() if not frame.empty else {},
+        "queued, not yet run": sum(t.state == TrialState.WAITING for t in trials),
+        "optuna": optuna.__version__,
+    }

@@ -1,0 +1,107 @@
+"""Study store -> pandas: one row per trial (``trials_frame``), and what identifies a trial's configuration.
+
+Pure data preparation: the fronts, the bests, the verdict and every report read this frame."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from reports.results.names import (
+    ATTRIBUTE_COLUMNS,
+    INFEASIBLE,
+    INFEASIBLE_ATTRIBUTE,
+    KNOBS_ATTRIBUTE,
+    LOST_DRIVER_ERROR,
+    POINT_VALUES_ATTRIBUTE,
+    QUALITY_ATTRIBUTE,
+    SCORE,
+    STARTED_STATES,
+)
+from reports.results.quality import quality_of
+
+
+def outcome(trial: optuna.trial.FrozenTrial) -> str:
+    """What a trial came to: its state's name, or ``INFEASIBLE`` for a configuration that cannot train.
+
+    Optuna keeps an infeasible trial COMPLETE, with placeholder values and a violated
+    constraint (``studies.engine.sampler.tell_infeasible``): it is no result.
+    """
+    return INFEASIBLE if INFEASIBLE_ATTRIBUTE in trial.user_attrs else trial.state.name
+
+
+def family_of(trial: optuna.trial.FrozenTrial) -> str:
+    """The label of the family a trial belongs to (a store from before families: MHA baselines
+    against DAMCHA; a study this product did not create: "other")."""
+    attributes = trial.user_attrs
+    if "family" in attributes:
+        return str(attributes["family"])
+    if "baseline" in attributes:
+        return "MHA" if attributes["baseline"] else "DAMCHA"
+    return "other"
+
+
+def configuration(trial: optuna.trial.FrozenTrial | optuna.Trial) -> dict[str, Any]:
+    """A trial's knob values: its Optuna params and, for a named point, the point's own values
+    (a tuple value, such as per-layer widths, comes back from the store as a list: a tuple again)."""
+    point = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE) or {}
+    return dict(trial.params) | {name: tuple(value) if isinstance(value, list) else value for name, value in point.items()}
+
+
+def configuration_key(params: dict[str, Any]) -> str:
+    """One string per configuration: trials with the same knobs (seed repeats) share it."""
+    return json.dumps({name: value for name, value in sorted(params.items()) if value is not None}, default=str)
+
+
+def knob_columns(frame: pd.DataFrame) -> list[str]:
+    """The frame's knob columns (its trials' Optuna params), in the study's search order."""
+    return list(frame.attrs.get(KNOBS_ATTRIBUTE, []))
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial that started (queued trials are not results yet).
+
+    Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (``configuration``:
+    Optuna params and a named point's values; ``knob_columns`` names them), the attributes in
+    ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
+    its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
+    reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
+    so that larger is better. ``frame.attrs`` hold the knob columns and the ``Quality``.
+    """
+    measured = quality_of(study)
+    # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
+    rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
+    for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
+        values = configuration(trial)
+        knobs.update(dict.fromkeys(values))
+        row = {"number": trial.number, "state": outcome(trial), **values}
+        row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
+        if trial.state == TrialState.FAIL and row["error"] is None:
+            row["error"] = LOST_DRIVER_ERROR
+        row["family"] = family_of(trial)
+        if row["state"] == "COMPLETE":
+            row[measured.column] = trial.values[0]
+        elif trial.intermediate_values:
+            row[measured.column] = trial.intermediate_values[max(trial.intermediate_values)]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for name in ("number", "state", measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
+        if name not in frame.columns:
+            frame[name] = pd.Series(dtype=float if name == measured.column else object)
+    frame[SCORE] = measured.sign * frame[measured.column].astype(float)
+    frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
+    knobs = [name for name in knobs if any(name in row for row in rows)]
+    for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None
+        frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
+    frame.attrs[KNOBS_ATTRIBUTE] = knobs
+    frame.attrs[QUALITY_ATTRIBUTE] = measured
+    return frame
+
+
+def search_runs(frame: pd.DataFrame) -> pd.Series:
+    """Rows of trials the search ran, not seed repeats (which come after it and select nothing)."""
+    return frame["repeat_of"].isna()

@@ -1,0 +1,78 @@
+"""What a study's trials are judged by (its first objective), as the product shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optuna
+import pandas as pd
+
+from reports.results.names import ACCURACY, QUALITY_ATTRIBUTE
+
+
+@dataclass(frozen=True)
+class Quality:
+    """A study's first objective (what its trials are judged by) as the product shows it.
+
+    Attributes:
+        column: The reported metric, and the trial frame's column holding it.
+        maximize: Whether larger is better.
+        label: Axis and table label (``validation accuracy``).
+        short: One-line label (``acc``).
+        unit: The unit of a difference between two values (``accuracy points``).
+        percent: Values show as percentages and differences in points (×100).
+        decimals: Decimals of a shown value or difference.
+    """
+
+    column: str
+    maximize: bool
+    label: str
+    short: str
+    unit: str
+    percent: bool = False
+    decimals: int = 3
+
+    @property
+    def sign(self) -> float:
+        """+1 or -1: the factor that turns a value into a score (larger is better)."""
+        return 1.0 if self.maximize else -1.0
+
+    def scaled(self, value: float) -> float:
+        """A value or difference in the unit it is shown in (accuracy: percent or points)."""
+        return 100 * value if self.percent else value
+
+    def shown(self, value: float) -> str:
+        """A value as reports write it: ``34.2%``, ``1.234``."""
+        return f"{self.scaled(value):.{self.decimals}f}" + ("%" if self.percent else "")
+
+
+QUALITIES = {
+    quality.column: quality
+    for quality in (
+        Quality(ACCURACY, True, "validation accuracy", "acc", "accuracy points", percent=True, decimals=1),
+        Quality("val_bits_per_byte", False, "validation bits per byte", "bpb", "bits per byte"),
+    )
+}
+
+
+def quality_of(study: optuna.Study) -> Quality:
+    """The ``Quality`` of a study's first objective, from the metric name it recorded.
+
+    A metric this product does not know is shown under its own name; a study without
+    metric names that maximises is taken to be one of this product's accuracy studies.
+    """
+    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    if study.metric_names is None:
+        return QUALITIES[ACCURACY] if maximize else Quality("value", False, "objective value", "value", "")
+    return quality_named(study.metric_names[0], maximize)
+
+
+def quality_named(metric: str, maximize: bool) -> Quality:
+    """The ``Quality`` of a metric: this product's own, or one shown under its name."""
+    known = QUALITIES.get(metric)
+    return known if known is not None and known.maximize == maximize else Quality(metric, maximize, metric, metric, "")
+
+
+def quality(frame: pd.DataFrame) -> Quality:
+    """The ``Quality`` a trial frame's values measure (accuracy for a frame not from ``trials_frame``)."""
+    return frame.attrs.get(QUALITY_ATTRIBUTE, QUALITIES[ACCURACY])

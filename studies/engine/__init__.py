@@ -1,0 +1,18 @@
+"""The engine: everything that runs a study, one job per module.
+
+options      a run's options, checked before anything is written
+records      the run's Optuna study, created or resumed, with its settings recorded
+queue        the store as the queue of planned trials (next family, retries, repeats); dead drivers' trials
+ledger       asks configurations and records every report and ending in the Optuna study
+sampler      the Optuna sampler, and infeasible configurations told to it
+repeats      each family's selected configurations queued again on fresh seeds
+cluster      Ray: join a cluster or start a local one; what one trial asks of it
+scheduler    early stopping (ASHA), never for a seed repeat
+tune_bridge  the Ray Tune run: searcher, callbacks and the Tuner
+trainable    what a worker runs for one trial
+failures     a trial's exception, classified by type: retry, infeasible or fail
+progress     the progress line
+version      the code version every trial records
+runner       ``run_study``: the above in order, then the run's results read once
+suite        ``run_suite``: a suite's studies in turn, then its report
+"""

@@ -1,0 +1,229 @@
+"""A run's options, checked before anything is written: preset, the user's --fix values, store URL, resources."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from reports.files import check_writable_dir, check_writable_file
+from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
+from storage import (
+    check_sqlite_store,
+    resolve_storage_url,
+    sqlite_path,
+)
+from studies.catalogue.schema import Preset, Study
+from studies.catalogue.tasks import Task
+from trainers.data.cache import default_cache_dir
+from trainers.data.lra_files import DataFileError
+from trainers.memory import GIB
+from trainers.outputs import REPORTS_DIR, TUNE_DIR
+
+
+class StudyOptionError(ValueError):
+    """An option that cannot be run; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything a run needs besides the study definition (the CLI's options)."""
+
+    preset: str | None = None
+    trials: int | None = None
+    storage: str | None = None
+    address: str | None = None
+    cpus_per_trial: float | None = None
+    gpus_per_trial: float | None = None
+    trial_memory_gib: float | None = None
+    seed: int = 0
+    report: Path | None = None
+    fresh: bool = False
+    fix: dict[str, Value] = field(default_factory=dict)  # --fix KNOB=VALUE
+    cache_dir: Path | None = None
+    data_dir: Path | None = None  # tasks that read files; None: $LRA_DATA_DIR
+    repeat_seeds: int | None = None  # None: the preset's
+    precision: str | None = None
+    compile: bool | None = None
+
+
+@dataclass(frozen=True)
+class TrialResources:
+    """What one trial gets: CPUs, GPUs (fractions share one) and a host-memory budget in bytes (or None)."""
+
+    cpus: float
+    gpus: float
+    memory: int | None
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run's options, checked and with the preset's defaults filled in."""
+
+    preset: Preset
+    space: SearchSpace
+    fix_unsearched: dict[str, Value]  # the --fix values of knobs the space does not search
+    url: str
+    trials: int
+    repeat_seeds: int
+    resources: TrialResources
+    train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
+
+
+def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
+    """Check the user's ``--fix`` values and apply them.
+
+    A searched knob the user fixes narrows the preset's space to that one value (for every family);
+    other knobs the user fixes override the preset's values where they apply (a DAMCHA knob in
+    DAMCHA trials, not in MHA's).
+
+    Returns:
+        The space to sample, and the ``--fix`` values of knobs it does not search.
+
+    Raises:
+        SearchSpaceError: an unknown knob, a knob the study sets itself, a value outside
+            the preset's domain, or a forbidden combination.
+    """
+    space = study.space_for(preset)
+    for name, value in fix.items():
+        knob = space.knob(name)
+        if name in study.pinned_knobs():
+            by_family = ", ".join(f"{f.label}: {f.values[name]!r}" for f in study.families if name in f.values)
+            raise SearchSpaceError(
+                f"knob {name!r} is set by study {study.name!r} itself, per family ({by_family}); it cannot be fixed"
+            )
+        if not knob.domain.contains(value):
+            where = f"the {preset.name} preset's domain" if name in space.searched else "its domain"
+            raise SearchSpaceError(f"knob {name}={value!r} is outside {where}: {knob.domain.describe()}")
+    space = space.narrowed({name: Choice((value,)) for name, value in fix.items() if name in space.searched})
+    others = {name: value for name, value in fix.items() if name not in space.searched}
+    for family in study.families:
+        values = dict(family.values)
+        configuration = values | dict(preset.fixed) | others
+        # A pinned DAMCHA knob applies to the DAMCHA trials; MHA's ignore it.
+        active = space.defaults() | configuration
+        space.resolve({name: value for name, value in configuration.items() if name in values or space.knob(name).active(active)})
+    return space, others
+
+
+def without_contradicted_points(study: Study, fix: dict[str, Value]) -> tuple[Study, list[str]]:
+    """The study without the named points that the user's ``--fix`` values contradict (a point
+    trained with another value of its own knob would no longer be that configuration).
+
+    Returns:
+        The study, and one sentence per point left out.
+    """
+    kept, dropped = [], []
+    for point in study.points:
+        clashes = [f"--fix {name}={fix[name]!r}" for name, value in point.values.items() if name in fix and fix[name] != value]
+        if clashes:
+            dropped.append(f"the {point.label} is not trained: {', '.join(clashes)} contradicts its own values")
+        else:
+            kept.append(point)
+    return replace(study, points=tuple(kept)), dropped
+
+
+def check_ray_address(address: str) -> None:
+    """Fail fast, naming the address, when a ``host:port`` Ray address does not answer.
+
+    Raises:
+        StudyOptionError: nothing listens there (checked within 5 seconds).
+    """
+    host, separator, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not separator or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise StudyOptionError(
+            f"cannot reach the Ray cluster at --address {address} ({error.strerror or error}); start its head with "
+            "`ray start --head`, or check --address / RAY_ADDRESS"
+        ) from None
+
+
+def check_options(study: Study, options: RunOptions) -> CheckedRun:
+    """Check everything the user chose, before the store is touched or Ray starts.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: the
+            message names the option and the fix.
+    """
+    preset = study.preset(options.preset)
+    chosen = {"precision": options.precision, "compile": options.compile}
+    overrides = {name: value for name, value in chosen.items() if value is not None and value != getattr(preset.train, name)}
+    try:  # TrainConfig checks its own fields
+        preset = replace(preset, train=replace(preset.train, **overrides))  # trials record them in train_config
+    except ValueError as error:
+        raise StudyOptionError(str(error)) from None
+    preset = replace(preset, task=_task_with_files(preset.task, options.data_dir))
+    space, fix_unsearched = pinned_space(study, preset, options.fix)
+    url = resolve_storage_url(options.storage)
+    trials = options.trials if options.trials is not None else preset.trials
+    if trials < len(study.families):
+        labels = ", ".join(family.label for family in study.families)
+        raise StudyOptionError(
+            f"--trials {trials} leaves some of the study's {len(study.families)} families ({labels}) without a trial; "
+            f"pass at least {len(study.families)}"
+        )
+    cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
+    gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
+    repeat_seeds = options.repeat_seeds if options.repeat_seeds is not None else preset.repeat_seeds
+    if repeat_seeds < 0:
+        raise StudyOptionError(f"--repeat-seeds must be >= 0, got {repeat_seeds}")
+    if options.seed < 0:
+        raise StudyOptionError(f"--seed must be >= 0 (samplers take no negative seed), got {options.seed}")
+    if not (math.isfinite(cpus) and cpus > 0) or not (math.isfinite(gpus) and gpus >= 0):
+        raise StudyOptionError(f"--cpus-per-trial must be a number > 0 and --gpus-per-trial a number >= 0, got {cpus} and {gpus}")
+    if options.trial_memory_gib is not None and not (math.isfinite(options.trial_memory_gib) and options.trial_memory_gib > 0):
+        raise StudyOptionError(f"--trial-memory must be a number of GiB > 0, got {options.trial_memory_gib}")
+    memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
+    if address := options.address or os.environ.get("RAY_ADDRESS"):
+        check_ray_address(address)
+    else:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
+        _check_local_resources(cpus, gpus, options.trial_memory_gib)
+    if (database := sqlite_path(url)) is not None:
+        check_sqlite_store(database, writing=True)
+    if options.report is not None:
+        check_writable_file(options.report, "--report")
+    else:
+        check_writable_dir(REPORTS_DIR, "the report folder")
+    check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
+    check_writable_dir(TUNE_DIR, "Ray Tune's folder")
+    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, TrialResources(cpus, gpus, memory), overrides)
+
+
+def _task_with_files(task: Task, data_dir: Path | None) -> Task:
+    """The task reading ``data_dir`` (else ``$LRA_DATA_DIR``) when it reads files.
+
+    Raises:
+        StudyOptionError: ``--data-dir`` for a task that reads no files, or a file task
+            with neither (the message says where its files come from).
+    """
+    if not task.reads_files:
+        if data_dir is not None:
+            raise StudyOptionError(f"--data-dir: task {task.name!r} reads no files (it is generated); drop --data-dir")
+        return task
+    try:
+        return task.with_data_dir(data_dir)
+    except DataFileError as error:
+        raise StudyOptionError(f"{error} (or pass --data-dir)") from None
+
+
+def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
+    """Refuse a trial that this machine cannot hold: it would wait forever for resources.
+
+    Raises:
+        StudyOptionError: naming the option, what it asks and what the machine has.
+    """
+    machine_cpus = os.cpu_count() or 1
+    if cpus > machine_cpus:
+        raise StudyOptionError(f"--cpus-per-trial {cpus:g} is more than this machine's {machine_cpus} CPUs; no trial could start")
+    machine_gpus = torch.cuda.device_count()
+    if gpus > machine_gpus:
+        raise StudyOptionError(f"--gpus-per-trial {gpus:g} is more than this machine's {machine_gpus} GPUs; no trial could start")
+    if memory_gib is not None and memory_gib * GIB > (machine := os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")):
+        raise StudyOptionError(f"--trial-memory {memory_gib} GiB is more than this machine has ({machine / GIB:.3g} GiB)")

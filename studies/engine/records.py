@@ -1,0 +1,86 @@
+"""The run's Optuna study: created or resumed under its stable name, with the study's question and settings recorded."""
+
+from __future__ import annotations
+
+import datetime
+import warnings
+from typing import TextIO
+
+import optuna
+
+from search_space.space import Value
+from storage import (
+    masked_url,
+    open_storage,
+)
+from studies.catalogue.schema import Preset, Study
+from studies.engine.options import CheckedRun, RunOptions
+from studies.engine.queue import heartbeat_options
+from studies.engine.sampler import sampler_for
+
+
+def _store_name(study: Study, preset: Preset, fix: dict[str, Value]) -> str:
+    """Stable name; knobs the user fixes make a different study (its trials answer another question)."""
+    suffix = "".join(f"-{name}={value}" for name, value in sorted(fix.items()))
+    return study.store_name(preset.name) + suffix
+
+
+def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+
+
+def open_study(
+    study: Study, run: CheckedRun, options: RunOptions, out: TextIO
+) -> tuple[optuna.Study, optuna.storages.BaseStorage]:
+    """Create or resume the Optuna study (a new one under ``--fresh``) and record its settings.
+
+    Returns:
+        The study, and the storage that holds it.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
+    storage = open_storage(run.url, **heartbeat_options())
+    name = _store_name(study, run.preset, options.fix | run.train_overrides)  # other training: another study
+    if options.fresh and (old := _existing(storage, name)) is not None:
+        new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        print(
+            f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}",
+            file=out,
+        )
+        name = new
+    optuna_study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        directions=[objective.direction for objective in study.objectives],
+        sampler=sampler_for(len(study.objectives), run.trials, options.seed),
+        load_if_exists=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna_study.set_metric_names([objective.metric for objective in study.objectives])
+    _record_settings(optuna_study, study, run)
+    return optuna_study, storage
+
+
+def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun) -> None:
+    """The study's question and settings, for reports and optuna-dashboard."""
+    preset = run.preset
+    optuna_study.set_user_attr("question", study.doc.strip())
+    optuna_study.set_user_attr("preset", f"{preset.name}: {preset.description}")
+    optuna_study.set_user_attr("task", preset.task.describe())
+    families = {family.label: dict(family.values) for family in study.families}
+    optuna_study.set_user_attr(
+        "budget",
+        {
+            "trials": run.trials,
+            "families": families,
+            "trials_per_family": run.trials / len(families),
+            "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
+            "steps_per_trial": preset.train.steps,
+            "early_stopping_grace_steps": preset.grace_steps,
+        },
+    )
+    optuna_study.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})
+    optuna_study.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})

@@ -1,0 +1,129 @@
+"""Run a study: check its options, open its Optuna study, run its trials and then its seed repeats on Ray Tune, then
+read its results once for the stored verdict, the report and the summary."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import ray
+
+from reports.files import report_path
+from reports.html import write_report
+from reports.results import StudyResults
+from reports.results.frame import outcome
+from reports.results.verdict import VERDICT_ATTRIBUTE
+from reports.summary import summary
+from storage import (
+    StudyLock,
+    masked_url,
+    parse_storage_url,
+    single_writer,
+)
+from studies.catalogue.schema import Study
+from studies.engine.cluster import start_ray
+from studies.engine.ledger import Ledger
+from studies.engine.options import RunOptions, check_options, without_contradicted_points
+from studies.engine.queue import trials_to_run
+from studies.engine.records import open_study
+from studies.engine.repeats import plan_repeats
+from studies.engine.tune_bridge import run_on_tune
+from studies.engine.version import code_version
+from trainers.data.cache import default_cache_dir
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a run left its results."""
+
+    study_name: str
+    storage: str
+    report: Path
+    counts: dict[str, int]
+
+
+def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> RunOutcome:
+    """Run (or resume) a study and write its report.
+
+    Args:
+        study: The study definition.
+        options: The run's options.
+        out: Where the summary and messages go (default: ``sys.stdout`` at call time).
+
+    Returns:
+        The study's name, store, report path and trial counts.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
+            before anything is written (``check_options``).
+        DataFileError: a missing or malformed release file, before the store is touched.
+        StoreBusyError: another driver is writing to the same SQLite store.
+    """
+    out = out or sys.stdout
+    run = check_options(study, options)
+    preset = run.preset
+    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+    if preset.task.reads_files:  # read before the store is touched: a bad file leaves it as it was
+        preset.task.load(cache_dir)
+    with single_writer(run.url):
+        optuna_study, storage = open_study(study, run, options, out)
+        exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
+        lock = StudyLock(run.url, optuna_study.study_name)
+        with lock.held():  # one driver at a time recovers and counts
+            to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
+        report = options.report or report_path(optuna_study.study_name)
+        print(f"study {optuna_study.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
+        definition, left_out = without_contradicted_points(study, options.fix)
+        for sentence in left_out:
+            print(f"note: {sentence}", file=out)
+
+        if not preset.task.reads_files:  # built once here, after a bad storage URL has failed fast; workers memory-map it
+            preset.task.load(cache_dir)
+        attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+        if run.resources.memory is not None:
+            attributes["memory_budget_bytes"] = run.resources.memory
+
+        def tune_trials(budget: int, *, early_stopping: bool) -> None:
+            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune."""
+            ledger = Ledger(
+                optuna_study,
+                storage=storage,
+                definition=definition,
+                preset=preset,
+                space=run.space,
+                fix=run.fix_unsearched,
+                seed=options.seed,
+                run_attributes=attributes,
+                cache_dir=str(cache_dir),
+                budget=budget,
+                ask_lock=lock.held,
+                memory_bytes=run.resources.memory,
+            )
+            run_on_tune(ledger, preset, optuna_study.study_name, run.resources, early_stopping=early_stopping)
+
+        started = start_ray(options.address) if to_run or run.repeat_seeds else False
+        try:
+            if to_run:
+                tune_trials(run.trials, early_stopping=True)
+            with lock.held():  # drivers sharing the store queue each repeat once
+                repeats = plan_repeats(optuna_study, run.repeat_seeds) if run.repeat_seeds else 0
+            if repeats:
+                print(
+                    f"repeating {repeats} trials: each family's best, and its best at or below the best baseline's FLOPs, "
+                    f"{run.repeat_seeds} fresh seeds each",
+                    file=out,
+                )
+                tune_trials(0, early_stopping=False)
+        finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
+            if started:
+                ray.shutdown()
+
+        results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
+        optuna_study.set_user_attr(VERDICT_ATTRIBUTE, results.verdict.sentence)
+        write_report(optuna_study, report, run.url, results=results)
+        counts = Counter(outcome(trial) for trial in optuna_study.get_trials(deepcopy=False))
+        print(summary(optuna_study, masked_url(run.url), report, results), file=out)
+        return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
