@@ -8,7 +8,7 @@
     single run's 95% Wilson interval for the predictions its accuracy counts (the trial's
     ``val_count``: examples, or for MQAR the queried positions; accuracy studies only).
 
-    python -m benchmarks.resolution lra_sharing-quick-v4                 # the default store
+    python -m benchmarks.resolution lra_sharing-quick-v5                 # the default store
     python -m benchmarks.resolution NAME --storage sqlite:///path/to/store.db
 """
 
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         met = ("met" if half <= HALF_WIDTH_POINTS else "NOT met") if measured.percent else "measured"
         unit = "points" if measured.percent else measured.unit
         shown = f"{half:.{measured.decimals + 1}f} {unit}"
-        print(f"  {comparison.family}: {shown} ({comparison.method}, {comparison.seeds[0]} seeds): {met}")
+        how = "untested" if comparison.test is None else f"{comparison.test.name}, {comparison.test.seeds[0]} seeds"
+        print(f"  {comparison.family}: {shown} ({how}): {met}")
     configs = configurations(frame, knob_columns(frame))
     if len(configs) < 2:
         print("(b) fewer than two complete configurations")
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if not measured.percent:
         print(f"(b) needs an accuracy (single runs' Wilson intervals); this study measures {measured.label}")
         return 0
-    ranked = configs.sort_values("mean")
+    # A configuration without fresh seeds counts by its search run (one run on validation data: a Wilson interval).
+    ranked = configs.assign(mean=configs["mean"].fillna(configs["search_value"])).sort_values("mean")
     worst, best = ranked.iloc[0], ranked.iloc[-1]
     try:
         best_low, best_high, best_how = interval(best, validation_count(frame, study, best))

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.results.frame import knob_columns
+from reports.results.frame import knob_columns, search_runs
 from reports.results.fronts import family_order, pareto_mask
 from reports.results.names import FLOPS
 from reports.results.quality import quality
@@ -101,10 +101,17 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
     return figure
 
 
-def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
-    """The first objective of each non-baseline family's complete trials by each knob's value; the best baseline as a line."""
+def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[float, str] | None = None) -> go.Figure:
+    """The first objective of each non-baseline family's complete search runs by each knob's value (seed
+    repeats are no new configurations), and ``reference``, the best baseline's headline figure, as a line.
+
+    Args:
+        frame: ``trials_frame``.
+        knobs: The knobs to draw, one panel each.
+        reference: The best baseline's headline figure and its label (None: no line).
+    """
     measured = quality(frame)
-    complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna()]
+    complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna() & search_runs(frame)]
     compared = complete[~complete["baseline"]]
     hover_knobs = knob_columns(frame)
     knobs = [k for k in knobs if k in compared.columns and compared[k].notna().any()]
@@ -114,8 +121,6 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
         figure.update_layout(title="Knob effects", **LAYOUT)
         return figure
     figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=knobs, horizontal_spacing=0.04)
-    baselines = complete.loc[complete["baseline"], measured.column]
-    best_baseline = baselines.max() if measured.maximize else baselines.min()
     colors = {family: color for family, color in families(complete).items() if family in set(compared["family"])}
     for column, knob in enumerate(knobs, start=1):
         for family, color in colors.items():
@@ -138,8 +143,8 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
                 row=1,
                 col=column,
             )
-        if pd.notna(best_baseline):
-            figure.add_hline(y=best_baseline, line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
+        if reference is not None and pd.notna(reference[0]):
+            figure.add_hline(y=reference[0], line={"color": COLORS["mha"], "dash": "dash"}, row=1, col=column)
         order = sorted(
             compared[knob].dropna().unique(), key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v))
         )
@@ -147,12 +152,15 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str]) -> go.Figure:
             type="category", categoryorder="array", categoryarray=[str(v) for v in order], title_text=knob, row=1, col=column
         )
     figure.update_yaxes(title_text=measured.label, row=1, col=1)
-    figure.update_layout(title="Knob effects by family: complete trials (dashed: best baseline)", boxmode="group", **LAYOUT)
+    dashed = f" (dashed: {html.escape(reference[1])})" if reference is not None else ""
+    figure.update_layout(
+        title=f"Knob effects by family: complete search runs, {measured.label}{dashed}", boxmode="group", **LAYOUT
+    )
     return figure
 
 
 def curves_figure(
-    curves: pd.DataFrame, y_title: str, title: str = "Learning curves: each family's front and best configuration"
+    curves: pd.DataFrame, y_title: str, title: str = "Learning curves of the search runs on each family's front"
 ) -> go.Figure:
     """Intermediate values (``reports.results.details.learning_curves``) by step, coloured by family; pruned trials dotted."""
     figure = go.Figure()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Literal
 
@@ -28,11 +27,12 @@ from reports.figures import (
     with_time_column,
 )
 from reports.results import StudyResults
+from reports.results.configurations import headline_figure, knob_text
 from reports.results.details import importances, learning_curves, provenance
-from reports.results.frame import knob_columns, trials_frame
+from reports.results.frame import knob_columns, search_runs, trials_frame
 from reports.results.fronts import family_budgets, family_fronts
 from reports.results.names import FLOPS
-from reports.results.quality import Quality, quality
+from reports.results.quality import quality
 from storage import masked_url
 from trainers.outputs import write_atomically
 
@@ -65,23 +65,9 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
     return parts
 
 
-def _knob_text(value: object) -> str:
-    """A value for a table: blank where there is none (a knob the family lacks), 4 not 4.0 (pandas widens ints)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
-def _value_header(measured: Quality) -> str:
-    """The fronts table's column of the first objective: ``accuracy % (95% CI)``, ``validation bits per byte (95% CI)``."""
-    return "accuracy % (95% CI)" if measured.percent else f"{measured.label} (95% CI)"
-
-
 def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
-    """Configurations on their family's front, mean ± 95% CI over seeds, with their ``knobs``.
-
-    ``seeds`` above 1: the mean and interval include fresh-seed repeats (marked ``*``).
-    """
+    """Configurations on their family's front, or with fresh seeds, with their ``knobs``: each one's
+    headline figure (fresh-seed mean on the test split, 95% CI) and, apart, the search run that chose it."""
     if configs.empty:
         return "<p>No complete trials yet.</p>"
     measured = quality(configs)
@@ -90,19 +76,17 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
     def number(value: float) -> str:
         return f"{measured.scaled(value):.{decimals}f}"
 
-    keep = configs[configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers)))]
+    keep = configs[configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers))) | (configs["seeds"] > 0)]
     rows = []
     for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
-        interval = "" if pd.isna(row["ci_low"]) else f" [{number(row['ci_low'])}, {number(row['ci_high'])}]"
-        repeated = "*" if row["seeds"] > 1 else ""
         rows.append(
             {
                 "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
-                **{k: _knob_text(row.get(k)) for k in knobs},
-                _value_header(measured): f"{number(row['mean'])}{interval}{repeated}",
-                "seeds": row["seeds"],
+                **{k: knob_text(row.get(k)) for k in knobs},
+                "headline (fresh seeds, 95% CI)": headline_figure(row, measured),
+                f"search run ({measured.label})": f"{number(row['search_value'])} (trial {row['number']})",
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
-                "parameters": _knob_text(row["parameters"]),
+                "parameters": knob_text(row["parameters"]),
                 "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
                 "trials": ", ".join(map(str, row["numbers"])),
             }
@@ -128,13 +112,14 @@ def report_html(
     knobs, measured = knob_columns(frame), quality(frame)
     what = measured.label[0].upper() + measured.label[1:]
     effects = [k for k in knobs if k != "attention"]
-    front_numbers = set(frame[family_fronts(frame)]["number"]) if not frame.empty else set()
+    searched = frame[search_runs(frame)] if not frame.empty else frame
+    front_numbers = set(searched[family_fronts(searched)]["number"]) if not searched.empty else set()
     name = study.study_name
     figures = {
         "pareto-figure": pareto_figure(frame, FLOPS, f"{what} against forward FLOPs per example"),
         "pareto-parameters": pareto_figure(frame, "parameters", f"{what} against parameters"),
         "pareto-time": pareto_figure(frame, SECONDS_PER_1K, f"{what} against measured training time"),
-        "knob-effects": knob_effects_figure(frame, effects),
+        "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
         "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers)), measured.label),
     }
     importance = importances(study)
@@ -159,12 +144,22 @@ Hover a point for every knob and cost.</p>
 <h2>Knob importance</h2>{divs.get("importances", "<p>Too few complete trials to estimate importances.</p>")}
 <h2>Budget by family</h2>{family_budgets(frame).to_html(index=False, escape=True) if not frame.empty else "<p>No trials.</p>"}
 <h2>Each family's front</h2>
-<p>* mean and 95% t-interval over the configuration's seeds, fresh-seed repeats included (<code>--repeat-seeds</code>).</p>
+<p>Headline: the mean over the configuration's fresh seeds (<code>--repeat-seeds</code>) on the held-out test split,
+with its 95% t-interval; the search run that selected it was judged on the validation split, shown apart.</p>
 {fronts_table(configs, front_numbers, effects)}
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>
 """
     return page, figures
+
+
+def _best_baseline_figure(configs: pd.DataFrame, answer) -> tuple[float, str] | None:
+    """The best baseline's headline figure and its label, from the verdict's comparisons (None: none)."""
+    for comparison in answer.comparisons:
+        if comparison.pairing.at_best_baseline and comparison.baseline["seeds"]:
+            row = comparison.baseline
+            return float(row["mean"]), f"the best {row['family']}, {headline_figure(row, quality(configs))}"
+    return None
 
 
 def _foreign(study: optuna.Study) -> bool:

@@ -35,7 +35,7 @@ def local_ray():
     ray.shutdown()
 
 
-SMOKE_STUDY = "lra_sharing-smoke-v4"
+SMOKE_STUDY = "lra_sharing-smoke-v5"
 
 
 @pytest.fixture(scope="session")

@@ -330,7 +330,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     Args:
         model_config: The model.
         train_config: Steps, optimizer, evaluation schedule, seed and device.
-        splits: ``train`` and ``val`` splits of a task (``trainers.data.tasks``).
+        splits: ``train`` and ``val`` splits of a task (``trainers.data.tasks``), and ``test``, which
+            the last report scores (``test_accuracy``, ``test_count``, ``test_loss``) and nothing else reads.
         report: Called after each evaluation with ``(step, metrics)``; metrics hold
             ``step``, ``val_accuracy``, ``val_count`` (the predictions it counts),
             ``val_loss`` (mean cross-entropy per counted prediction, nats), ``train_loss``,
@@ -443,6 +444,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
             }
             if peak:
                 metrics["model_flops_utilisation"] = counted.flops / seconds / peak
+            if step == train_config.steps and "test" in splits:  # held out: scored once, by the trained model
+                with autocast(device, train_config.precision):
+                    test = evaluate(stepped, model_config, splits["test"], batch_size=2 * train_config.batch_size, device=device)
+                metrics |= {"test_accuracy": test.accuracy, "test_count": test.count, "test_loss": test.loss}
             loss_sum, loss_count = torch.zeros((), device=device), 0
             if report is not None:
                 report(step, metrics)

@@ -44,4 +44,4 @@ class StudyResults:
         """Read ``optuna_study``'s trials once and derive the configurations and the verdict."""
         frame = trials_frame(optuna_study)
         configs = configurations(frame, knob_columns(frame))
-        return cls(frame, configs, headline(configs))
+        return cls(frame, configs, headline(frame, configs))

@@ -1,73 +1,133 @@
-"""Complete trials grouped by configuration: the mean over seeds with its interval, and the search run that chose it."""
+"""Complete trials grouped by configuration: the search run that chose it, and its one headline figure.
+
+A configuration's headline figure is the mean of its fresh-seed repeats on the held-out test
+split, with a 95% interval: the summary, the verdict, the report's tables and its "best"
+lines all show it. The search's own runs, judged on validation data, are shown as search runs.
+"""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
 from reports.results.frame import configuration_key, search_runs
 from reports.results.fronts import best
 from reports.results.names import FLOPS, SCORE
-from reports.results.quality import quality
+from reports.results.quality import Quality, quality
 from reports.results.statistics import mean_interval
+
+COLUMNS = (
+    "config",
+    "family",
+    "baseline",
+    "point",
+    "number",
+    "numbers",
+    "search_value",
+    "search_score",
+    "search_values",
+    "fresh",
+    "judged_on",
+    "seeds",
+    "mean",
+    "ci_low",
+    "ci_high",
+    FLOPS,
+    "parameters",
+    "examples_per_s",
+)
+
+
+def configuration_keys(frame: pd.DataFrame, knobs: list[str]) -> pd.Series:
+    """Each row's configuration key (``frame.configuration_key`` of its ``knobs``): seed repeats share their original's."""
+    return pd.Series([configuration_key({k: row.get(k) for k in knobs}) for _, row in frame.iterrows()], index=frame.index)
+
+
+def judged_column(frame: pd.DataFrame) -> tuple[str, str]:
+    """The column that judges a configuration, and which split it is: the test metric where trials
+    recorded one (``Quality.test_column``), else the validation metric (a store from before test splits)."""
+    measured = quality(frame)
+    test = measured.test_column
+    if test is not None and test in frame.columns and frame.loc[frame["state"] == "COMPLETE", test].notna().any():
+        return test, "test"
+    return measured.column, "validation"
 
 
 def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
-    """Complete trials grouped by configuration: the mean of the study's first objective (its
-    ``Quality``: accuracy, bits per byte ...) over seeds, with a 95% interval.
+    """Complete trials grouped by configuration.
 
     Args:
         frame: ``reports.results.frame.trials_frame``.
         knobs: The knob columns that identify a configuration.
 
     Returns:
-        One row per configuration: ``config``, ``family``, ``baseline``, the knobs, ``seeds`` (count),
-        ``values`` (list), ``mean``, ``ci_low``/``ci_high`` (t-interval of the mean; NaN with
-        one seed), ``fresh`` (the value of each fresh-seed repeat, by its ``repeat_index``),
-        ``search_value``, ``search_score`` and ``number`` (its best run in the search itself,
-        which selected it; its best repeat when it has only repeats), ``flops_per_example``,
-        ``parameters``, ``examples_per_s``, ``numbers`` (trial numbers), ``point`` (the named
-        point it is, or None). ``attrs`` hold the ``Quality``.
+        One row per configuration: ``config``, ``family``, ``baseline``, ``point`` (the named
+        point it is, or None), the knobs; ``number`` (the search run that selected it: its best
+        by validation; its best repeat when it has only repeats), ``numbers`` (its complete
+        trials), ``search_value``/``search_score`` (that run's validation value and score),
+        ``search_values`` (every search run's validation value); ``fresh`` (each fresh-seed
+        repeat's value on the judging split, by ``repeat_index``), ``judged_on`` (``test``, or
+        ``validation`` for a store without test values), ``seeds`` (how many), ``mean``,
+        ``ci_low``, ``ci_high`` (the headline figure and its 95% t-interval; NaN without
+        fresh seeds, or, for the interval, with fewer than two); costs. ``attrs`` hold the ``Quality``.
     """
     measured = quality(frame)
     complete = frame[frame["state"] == "COMPLETE"].copy()
     if complete.empty:
-        empty = pd.DataFrame(columns=["config", "family", "baseline", *knobs, "seeds", "mean", "ci_low", "ci_high", FLOPS])
+        empty = pd.DataFrame(columns=[*COLUMNS[:4], *knobs, *COLUMNS[4:]])
         empty.attrs["quality"] = measured
         return empty
-    complete["config"] = [configuration_key({k: row.get(k) for k in knobs}) for _, row in complete.iterrows()]
+    judged, split = judged_column(frame)
+    complete["config"] = configuration_keys(complete, knobs)
     rows = []
     for key, group in complete.groupby("config", sort=False):
-        values = group[measured.column].astype(float).to_numpy()
-        low, high = mean_interval(values)
-        first = group.iloc[0]
         searched = group[search_runs(group)]
         chosen = best(searched) if not searched.empty else best(group)  # the run the search judged it by
+        repeats = group[group["repeat_index"].notna()]
+        fresh = {int(index): float(value) for index, value in zip(repeats["repeat_index"], repeats[judged], strict=True)}
+        values = pd.Series(list(fresh.values()), dtype=float).to_numpy()
+        low, high = mean_interval(values)
+        first = group.iloc[0]
         rows.append(
             {
                 "config": key,
                 "family": first["family"],
                 "baseline": bool(first["baseline"]),
+                "point": first.get("point"),
                 **{k: first.get(k) for k in knobs},
-                "seeds": len(values),
-                "values": values.tolist(),
-                "fresh": {
-                    int(index): float(value)
-                    for index, value in zip(group["repeat_index"], group[measured.column], strict=True)
-                    if pd.notna(index)
-                },
-                "mean": float(values.mean()),
+                "number": int(chosen["number"]),
+                "numbers": group["number"].tolist(),
                 "search_value": float(chosen[measured.column]),
                 "search_score": float(chosen[SCORE]),
-                "number": int(chosen["number"]),
+                "search_values": searched[measured.column].astype(float).tolist(),
+                "fresh": fresh,
+                "judged_on": split,
+                "seeds": len(fresh),
+                "mean": float(values.mean()) if len(values) else float("nan"),
                 "ci_low": low,
                 "ci_high": high,
                 FLOPS: float(first[FLOPS]),
                 "parameters": first.get("parameters"),
                 "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
-                "numbers": group["number"].tolist(),
-                "point": first.get("point"),
             }
         )
     configs = pd.DataFrame(rows)
     configs.attrs["quality"] = measured
     return configs
+
+
+def headline_figure(row: pd.Series, measured: Quality) -> str:
+    """A configuration's headline figure: its fresh-seed mean on the judging split, with its 95% interval."""
+    if not row["seeds"]:
+        return "no fresh seeds"
+    interval = "" if pd.isna(row["ci_low"]) else f" [{measured.shown(row['ci_low'])}, {measured.shown(row['ci_high'])}]"
+    split = measured.test_label if row["judged_on"] == "test" else measured.label
+    return f"{measured.shown(row['mean'])}{interval} {split} over {row['seeds']} fresh seeds"
+
+
+def knob_text(value: object) -> str:
+    """A value for a table: blank where there is none (a knob the family lacks), 4 not 4.0 (pandas widens ints)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)

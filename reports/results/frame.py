@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 
 from reports.results.names import (
     ATTRIBUTE_COLUMNS,
+    FAMILIES_ATTRIBUTE,
     INFEASIBLE,
     INFEASIBLE_ATTRIBUTE,
     KNOBS_ATTRIBUTE,
@@ -70,7 +71,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
     reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
-    so that larger is better. ``frame.attrs`` hold the knob columns and the ``Quality``.
+    so that larger is better. ``frame.attrs`` hold the knob columns, the ``Quality`` and the
+    study's family labels (the baseline's first; those of its trials for a study that recorded none).
     """
     measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
@@ -99,6 +101,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
     frame.attrs[KNOBS_ATTRIBUTE] = knobs
     frame.attrs[QUALITY_ATTRIBUTE] = measured
+    recorded = study.user_attrs.get("budget", {}).get("families")  # the study's families, the baseline's first
+    present = frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist() if rows else []
+    frame.attrs[FAMILIES_ATTRIBUTE] = list(recorded) if isinstance(recorded, dict) else present
     return frame
 
 

@@ -64,25 +64,6 @@ def best(rows: pd.DataFrame, score: str = SCORE) -> pd.Series:
     better); a tie goes to fewer FLOPs, then to the earlier trial (``number``).
 
     One rule for every "best" (which configurations seed repeats measure, which ones the
-    verdict compares), so that they always agree.
+    verdict compares: ``matching.pairings``), so that they always agree.
     """
     return rows.sort_values([score, FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]
-
-
-def family_bests(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each family's best complete search trial, and its best at or below the best baseline's FLOPs.
-
-    The configurations a verdict rests on, so the ones that seed repeats measure again.
-
-    Returns:
-        Those rows of ``frame`` (one where both are the same trial), in frame order.
-    """
-    complete = frame[(frame["state"] == "COMPLETE") & frame[SCORE].notna() & search_runs(frame)]
-    baselines = complete[complete["baseline"]]
-    limit = best(baselines)[FLOPS] if not baselines.empty else float("inf")
-    chosen = set()
-    for _, group in complete.groupby("family", sort=False):
-        chosen.add(best(group).name)
-        if not (cheaper := group[group[FLOPS] <= limit]).empty:
-            chosen.add(best(cheaper).name)
-    return frame.loc[sorted(chosen)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from optuna.trial import TrialState
 
-ACCURACY, FLOPS = "val_accuracy", "flops_per_example"
+ACCURACY, TEST_ACCURACY, FLOPS = "val_accuracy", "test_accuracy", "flops_per_example"
 SCORE = "score"  # frame column: the study's first objective, signed so that larger is better
 INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
 POINT_ATTRIBUTE = "point"  # user attribute: the named point a trial trains (``studies.catalogue.schema.NamedPoint``)
@@ -27,6 +27,10 @@ ATTRIBUTE_COLUMNS = (
     "val_count",
     "val_loss",
     "val_perplexity",
+    TEST_ACCURACY,
+    "test_count",
+    "test_loss",
+    "test_bits_per_byte",
     "pruned_at_step",
     "error",
     INFEASIBLE_ATTRIBUTE,
@@ -43,3 +47,4 @@ ATTRIBUTE_COLUMNS = (
 LOST_DRIVER_ERROR = "its driver stopped sending heartbeats (killed or lost); another driver failed it and queued a retry"
 KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
 QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values measure
+FAMILIES_ATTRIBUTE = "families"  # ``frame.attrs`` key: the study's family labels, the baseline's first

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 
-from reports.results.names import ACCURACY, QUALITY_ATTRIBUTE
+from reports.results.names import ACCURACY, QUALITY_ATTRIBUTE, TEST_ACCURACY
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Quality:
         unit: The unit of a difference between two values (``accuracy points``).
         percent: Values show as percentages and differences in points (×100).
         decimals: Decimals of a shown value or difference.
+        test_column: The same metric on the held-out test split (``test_accuracy``), which
+            judges; None when the study records none (a store this product did not write).
     """
 
     column: str
@@ -31,6 +33,12 @@ class Quality:
     unit: str
     percent: bool = False
     decimals: int = 3
+    test_column: str | None = None
+
+    @property
+    def test_label(self) -> str:
+        """The label of the test metric: ``test accuracy``, ``test bits per byte``."""
+        return self.label.replace("validation", "test", 1)
 
     @property
     def sign(self) -> float:
@@ -49,8 +57,10 @@ class Quality:
 QUALITIES = {
     quality.column: quality
     for quality in (
-        Quality(ACCURACY, True, "validation accuracy", "acc", "accuracy points", percent=True, decimals=1),
-        Quality("val_bits_per_byte", False, "validation bits per byte", "bpb", "bits per byte"),
+        Quality(
+            ACCURACY, True, "validation accuracy", "acc", "accuracy points", percent=True, decimals=1, test_column=TEST_ACCURACY
+        ),
+        Quality("val_bits_per_byte", False, "validation bits per byte", "bpb", "bits per byte", test_column="test_bits_per_byte"),
     )
 }
 

@@ -35,13 +35,14 @@ and head counts with an equal share of the budget, on multi-query associative re
             "router_rank",
             "local_window",
             "expert_factor",
+            "learning_rate",
         ),
         rules=RULES,
     ),
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES, *CROSS_HEAD_FAMILIES),
     points=(AUTHORS,),
-    version=3,
+    version=4,
     presets={
         preset.name: preset
         for preset in (
@@ -59,6 +60,7 @@ and head counts with an equal share of the budget, on multi-query associative re
                     router_rank=(2,),
                     local_window=(4,),
                     expert_factor=(2,),
+                    learning_rate=(1e-3, 3e-3),
                 ),
                 trials=8,
                 grace_steps=40,  # = steps: no early stopping (one trial per family; MQAR accuracy jumps late)
@@ -80,6 +82,7 @@ and head counts with an equal share of the budget, on multi-query associative re
                     router_rank=(2, 4),
                     local_window=(4, 8),
                     expert_factor=(2,),
+                    learning_rate=(3e-4, 1e-3),
                 ),
                 trials=16,
                 grace_steps=2000,  # = steps: no early stopping (two trials per family; MQAR accuracy jumps late)
@@ -109,12 +112,14 @@ and head counts with an equal share of the budget, on multi-query associative re
                     router_rank=(4, 8, 16),
                     local_window=(8, 16, 32, 64),
                     expert_factor=(1, 2, 4),
+                    learning_rate=(3e-4, 1e-3, 3e-3),
                 ),
                 trials=320,
                 cpus_per_trial=4,
                 gpus_per_trial=1,
                 grace_steps=10_000,
                 repeat_seeds=5,
+                parallel_trials=8,
             ),
         )
     },

@@ -17,11 +17,20 @@ DAMCHA_FAMILIES = (
 
 # The authors' released configuration, at the width and heads the search picks: their rowsum
 # metric at full rank, one generator for the whole stack (with post-LayerNorm it reads the
-# token and position embeddings, once) with hidden widths 256 then 512, post-LayerNorm blocks.
+# token and position embeddings, once) with hidden widths 256 then 512, post-LayerNorm blocks;
+# trained as they specify: Adam (no weight decay) at learning rate 3e-4.
 AUTHORS = NamedPoint(
     "authors' configuration",
     family="DAMCHA (paper)",
-    values={"metric_rank": "full", "sharing": "stack", "generator_depth": 2, "generator_width": (256, 512), "norm": "post"},
+    values={
+        "metric_rank": "full",
+        "sharing": "stack",
+        "generator_depth": 2,
+        "generator_width": (256, 512),
+        "norm": "post",
+        "learning_rate": 3e-4,
+        "weight_decay": 0.0,
+    },
 )
 # Their text and image models are causal: so is their configuration on those tasks (pooled by mean).
 AUTHORS_CAUSAL = replace(AUTHORS, values={**AUTHORS.values, "classifier_causal": True, "pooling": "mean"})

@@ -30,14 +30,14 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
     objectives=(BITS_PER_BYTE, FLOPS_PER_EXAMPLE),
     families=(MHA, *DAMCHA_FAMILIES),
     points=(AUTHORS,),
-    version=2,
+    version=3,
     presets={
         preset.name: preset
         for preset in (
             Preset(
                 name="smoke",
                 description="a whole study in about a minute on 2 CPU cores (what the tests run)",
-                task=ByteLanguageTask(CorpusSpec(seq_len=32, train_examples=256, val_examples=32)),
+                task=ByteLanguageTask(CorpusSpec(seq_len=32, train_examples=256, val_examples=32, test_examples=32)),
                 train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
                 domains=choices(
@@ -46,6 +46,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
                     sharing=("layer", "stack"),
                     metric_rank=(4,),
                     generator_depth=(0, 1),
+                    learning_rate=(1e-3, 3e-3),
                 ),
                 trials=6,
                 grace_steps=40,
@@ -54,7 +55,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
             Preset(
                 name="quick",
                 description="128-byte windows of the standard library's source on a 2-core laptop CPU in about 10 minutes",
-                task=ByteLanguageTask(CorpusSpec(seq_len=128, train_examples=8000, val_examples=250)),
+                task=ByteLanguageTask(CorpusSpec(seq_len=128, train_examples=8000, val_examples=250, test_examples=250)),
                 train=TrainConfig(steps=1000, batch_size=32, warmup_steps=100, eval_every=250, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 128, "metric_chunk": 16},
                 domains=choices(
@@ -63,6 +64,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
                     sharing=("layer", "stack"),
                     metric_rank=(4, 8, 16),
                     generator_depth=(0, 1),
+                    learning_rate=(3e-4, 1e-3),
                 ),
                 trials=12,
                 grace_steps=500,
@@ -70,7 +72,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
             Preset(
                 name="full",
                 description="1024-byte windows (25.6 MB of text) on a GPU cluster, hundreds of trials",
-                task=ByteLanguageTask(CorpusSpec(seq_len=1024, train_examples=25_000, val_examples=2000)),
+                task=ByteLanguageTask(CorpusSpec(seq_len=1024, train_examples=25_000, val_examples=2000, test_examples=2000)),
                 train=replace(CROSS_HEAD.preset("full").train, batch_size=32),  # 20k steps, bf16, compiled
                 fixed={"num_layers": 6, "mlp_width": 1024, "metric_chunk": 64},
                 domains=choices(
@@ -79,12 +81,14 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
                     sharing=("layer", "group:2", "stack"),
                     metric_rank=(8, 16, 32, 64),
                     generator_depth=(0, 1, 2),
+                    learning_rate=(3e-4, 1e-3),
                 ),
                 trials=240,
                 cpus_per_trial=4,
                 gpus_per_trial=1,
                 grace_steps=5000,
                 repeat_seeds=5,
+                parallel_trials=8,
             ),
         )
     },

@@ -38,7 +38,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
         objectives=ACCURACY_AND_FLOPS,
         families=(MHA, *DAMCHA_FAMILIES),
         points=(AUTHORS_CAUSAL if task in CAUSAL_LRA_TASKS else AUTHORS,),
-        version=2,
+        version=3,
         presets={
             preset.name: preset
             for preset in (
@@ -54,6 +54,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
                         sharing=("layer",),
                         metric_rank=(4,),
                         generator_depth=(0,),
+                        learning_rate=(1e-3,),
                     ),
                     trials=3,
                     grace_steps=12,
@@ -71,6 +72,7 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
                         sharing=("layer", "stack"),
                         metric_rank=(4, 8, 16),
                         generator_depth=(0, 1),
+                        learning_rate=(3e-4, 1e-3),
                     ),
                     trials=12,
                     grace_steps=500,
@@ -88,12 +90,14 @@ each family searched over width, heads and (DAMCHA) metric rank, generator depth
                         sharing=("layer", "group:2", "stack"),
                         metric_rank=(8, 16, 32),
                         generator_depth=(0, 1, 2),
+                        learning_rate=(2.5e-4, 5e-4, 1e-3),
                     ),
                     trials=60,
                     cpus_per_trial=4,
                     gpus_per_trial=1,
                     grace_steps=3000,
                     repeat_seeds=5,
+                    parallel_trials=8,
                 ),
             )
         },

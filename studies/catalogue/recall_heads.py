@@ -25,13 +25,22 @@ generator depth.
 """,
     space=SearchSpace(
         knobs=KNOBS,
-        searched=("attention", "metric_mode", "d_model", "num_heads", "metric_rank", "sharing", "generator_depth"),
+        searched=(
+            "attention",
+            "metric_mode",
+            "d_model",
+            "num_heads",
+            "metric_rank",
+            "sharing",
+            "generator_depth",
+            "learning_rate",
+        ),
         rules=RULES,
     ),
     objectives=ACCURACY_AND_FLOPS,
     families=(MHA, *DAMCHA_FAMILIES),
     points=(AUTHORS,),
-    version=4,
+    version=5,
     presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
         "smoke": replace(
             CROSS_HEAD.preset("smoke"),
@@ -42,6 +51,7 @@ generator depth.
                 metric_rank=(4,),
                 sharing=("layer", "stack"),
                 generator_depth=(0, 1),
+                learning_rate=(1e-3, 3e-3),
             ),
             trials=6,
         ),
@@ -56,6 +66,7 @@ generator depth.
                 metric_rank=(4, 8, 16),
                 sharing=("layer", "stack"),
                 generator_depth=(0, 1),
+                learning_rate=(3e-4, 1e-3),
             ),
             trials=12,
             grace_steps=4000,  # = steps: no early stopping (MQAR accuracy jumps late)
@@ -69,6 +80,7 @@ generator depth.
                 metric_rank=(8, 16, 32, 64),
                 sharing=("layer", "stack"),
                 generator_depth=(0, 1, 2),
+                learning_rate=(3e-4, 1e-3, 3e-3),
             ),
             trials=240,
         ),

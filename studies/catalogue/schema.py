@@ -36,6 +36,9 @@ class Preset:
         grace_steps: Steps a trial runs before early stopping may stop it.
         repeat_seeds: Fresh seeds each family's best configurations get after the search
             (``--repeat-seeds``): the verdict's interval is over them.
+        parallel_trials: Trials that run at once (fewer where the machine fits fewer). The
+            run's decisions do not depend on it being reached, nor on the order trials end:
+            see ``decision_lag``.
     """
 
     name: str
@@ -49,11 +52,19 @@ class Preset:
     gpus_per_trial: float = 0.0
     grace_steps: int = 1
     repeat_seeds: int = 3
+    parallel_trials: int = 2
 
     def __post_init__(self) -> None:
         """Training settings live in ``train`` alone (one source per setting)."""
         if misplaced := sorted(set(self.fixed) & set(TRAINING_KNOBS)):
             raise ValueError(f"preset {self.name!r} sets training knobs {misplaced} in fixed; set them in its train config")
+
+    @property
+    def decision_lag(self) -> int:
+        """How far behind a trial's view of the store lags (``studies.engine.ledger``): trial ``n``
+        is sampled and judged on the trials numbered below ``n - decision_lag``, all ended by then.
+        Twice the parallel trials, less one: a slot rarely waits for an older trial to end."""
+        return 2 * self.parallel_trials - 1
 
     def training(self, knobs: Mapping[str, Value]) -> TrainConfig:
         """A trial's training settings: the preset's, with the values of the training knobs among ``knobs``.

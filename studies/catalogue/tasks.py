@@ -110,6 +110,7 @@ class RecallTask(JudgedByAccuracy):
 
     spec: RecallSpec
     val_examples: int
+    test_examples: int | None = None  # None: as many as val_examples
     name: str = "mqar"
     reads_files: ClassVar[bool] = False
 
@@ -124,11 +125,16 @@ class RecallTask(JudgedByAccuracy):
 
     def load(self, cache_dir: Path | None = None) -> datasets.DatasetDict:
         """The splits, built once and then memory-mapped from the cache."""
-        return loaders.recall(self.spec, val_examples=self.val_examples, cache_dir=cache_dir)
+        return loaders.recall(self.spec, val_examples=self.val_examples, test_examples=self.test_size, cache_dir=cache_dir)
 
     def describe(self) -> dict[str, Any]:
         """Plain data naming the task and every parameter of its data."""
-        return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples}
+        return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples, "test_examples": self.test_size}
+
+    @property
+    def test_size(self) -> int:
+        """Test examples: ``test_examples``, or as many as validate."""
+        return self.val_examples if self.test_examples is None else self.test_examples
 
 
 @dataclass(frozen=True)
@@ -229,9 +235,13 @@ class ByteLanguageTask:
     reads_files: ClassVar[bool] = True
 
     def metrics(self, report: Mapping[str, Any]) -> dict[str, float]:
-        """Bits per byte and perplexity per byte, from the mean validation loss in nats."""
-        loss = float(report["val_loss"])
-        return {"val_bits_per_byte": loss / math.log(2), "val_perplexity": math.exp(min(loss, 700.0))}
+        """Bits per byte and perplexity per byte, from the mean validation (and, at the end, test) loss in nats."""
+        derived = {}
+        for split in ("val", "test"):
+            if f"{split}_loss" in report:
+                loss = float(report[f"{split}_loss"])
+                derived |= {f"{split}_bits_per_byte": loss / math.log(2), f"{split}_perplexity": math.exp(min(loss, 700.0))}
+        return derived
 
     def model_fields(self) -> dict[str, Any]:
         """The ``ModelConfig`` fields the task fixes."""

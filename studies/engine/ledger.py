@@ -3,6 +3,16 @@
 A ``Ledger`` owns the Optuna study in the driver process: it asks the store's queued
 trials (``studies.engine.queue``), then searched ones within the budget, and records what the
 trials report (``studies.engine.tune_bridge`` connects it to Ray Tune).
+
+**The same decisions whatever order trials finish in.** Two things decide what a run does:
+the sampler (which configuration trial ``n`` trains) and early stopping (whether it goes
+on). Both read a view of the store that depends on trial numbers alone: when trial ``n``
+is asked, Optuna has been told the endings of exactly the trials numbered below
+``n - lag`` (``Preset.decision_lag``), and early stopping judges ``n`` against those
+same trials of its family. An ending is stored at once as the trial's ``ending``
+attribute (so a crash loses nothing) and told to Optuna when it falls into a view; a
+trial waits to be asked until every trial below ``n - lag`` has ended. Seed repeats
+decide nothing and never wait.
 """
 
 from __future__ import annotations
@@ -10,19 +20,22 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+import numpy as np
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Family, Preset, Study
+from studies.engine.endings import ENDING_ATTRIBUTE, Ending
 from studies.engine.failures import failure_of
 from studies.engine.queue import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
 from studies.engine.sampler import tell_infeasible
@@ -45,11 +58,17 @@ COST_ATTRIBUTES = (
     "val_count",
     "val_loss",
     "val_perplexity",
+    "test_accuracy",
+    "test_count",
+    "test_loss",
+    "test_bits_per_byte",
+    "test_perplexity",
 )
 MAX_RESAMPLES = 50
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
+REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
 
 
 def driver_identity() -> str:
@@ -102,7 +121,12 @@ class Ledger:
         # This run asks at most what was left at its start, and the retries it queues: a
         # failed trial is replaced by the next run, not at once (a configuration error would loop).
         self.total, self.asked = self.remaining(), 0
-        self.open: dict[int, optuna.Trial] = {}  # trial number -> trial still running
+        self.open: dict[int, optuna.Trial] = {}  # trial number -> trial whose ending Optuna has not been told
+        self.ended: dict[int, Ending] = {}  # open trials that ended, waiting to fall into a view
+        self.view_ends: dict[int, int] = {}  # trial number -> its view: the trials numbered below this
+        self.judged: dict[int, set[int]] = {}  # trial number -> the rungs early stopping judged it at
+        self.lag = preset.decision_lag
+        self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
@@ -122,9 +146,18 @@ class Ledger:
         if self.asked >= self.total:
             return None
         with self.ask_lock():  # count and ask as one step among all drivers of the study
-            if not queued(self.study) and trials_counted(self.study) >= self.budget:
+            waiting = queued(self.study)
+            if not waiting and trials_counted(self.study) >= self.budget:
                 self.total = self.asked  # other drivers took the rest
                 return None
+            number = waiting[0].number if waiting else len(self.study.get_trials(deepcopy=False))
+            repeat = bool(waiting) and "repeat_of" in waiting[0].user_attrs
+            if not self._settled_before(number - self.lag) and not repeat:
+                self._waiting_since = self._waiting_since or time.monotonic()
+                return None  # Ray Tune asks again; a trial of the view is still running
+            if self._waiting_since is not None:
+                self.waited_seconds += time.monotonic() - self._waiting_since
+                self._waiting_since = None
             self.asked += 1
             for _ in range(MAX_RESAMPLES):
                 trial, sampled = self._sample()
@@ -157,7 +190,73 @@ class Ledger:
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
         self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
+        self.view_ends[trial.number] = trial.number - self.lag
         return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
+
+    def _settled_before(self, limit: int) -> bool:
+        """Tell Optuna the endings of this driver's trials numbered below ``limit``, in order; True when
+        no trial below ``limit`` is still running (any driver's), so that a view ending there is complete."""
+        for number in sorted(n for n in self.ended if n < limit):
+            self._tell(number)
+        running = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        return not any(trial.number < limit for trial in running)
+
+    def _tell(self, number: int) -> None:
+        """Tell Optuna a buffered ending, then close the trial (a Ctrl-C in between leaves it to ``interrupt``)."""
+        self.ended[number].tell(self.study, self.open[number])
+        del self.ended[number], self.open[number]
+
+    def stops(self, number: int, step: int, value: float) -> bool:
+        """Early stopping, ASHA's rule within the trial's family, on its view of the store.
+
+        At each rung (``Preset.grace_steps`` times 2, 4, ... below the last step), a searched trial
+        whose value is worse than the median of its family's values at that rung, among the
+        trials of its view (``view_ends``), stops. Seed repeats and named points never stop.
+
+        Args:
+            number: The trial's number.
+            step: The step it reported.
+            value: Its value of the study's first objective there.
+
+        Returns:
+            True if it stops here.
+        """
+        trial = self.open.get(number)
+        if trial is None or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
+            return False
+        judged = self.judged.setdefault(number, set())
+        rungs = [rung for rung in self._rungs() if rung <= step and rung not in judged]
+        if not rungs:
+            return False
+        rung = rungs[0]
+        judged.add(rung)
+        sign = 1.0 if self.objective.direction == "maximize" else -1.0
+        values = [
+            sign * found
+            for other in self._family_view(trial.user_attrs.get("family"), self.view_ends[number])
+            if (found := _value_at(other, rung)) is not None
+        ]
+        return bool(values) and sign * value < float(np.percentile(values, (1 - 1 / REDUCTION_FACTOR) * 100))
+
+    def _rungs(self) -> list[int]:
+        """The steps at which early stopping judges a trial: the grace period, then twice as long, ... below the last step."""
+        rungs, rung = [], self.preset.grace_steps
+        while rung < self.preset.train.steps:
+            rungs.append(rung)
+            rung *= REDUCTION_FACTOR
+        return rungs
+
+    def _family_view(self, family: str | None, view_end: int) -> list[FrozenTrial]:
+        """The searched, trained trials of ``family`` numbered below ``view_end`` (all told: ``_settled_before``)."""
+        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        return [
+            t
+            for t in trials
+            if t.number < view_end
+            and t.user_attrs.get("family") == family
+            and "repeat_of" not in t.user_attrs
+            and INFEASIBLE_ATTRIBUTE not in t.user_attrs
+        ]
 
     def _with_point_due(self, planned: PlannedTrial) -> PlannedTrial:
         """``planned`` as its family's named point when no trial of the store has trained that point
@@ -214,7 +313,7 @@ class Ledger:
         self.storage.record_heartbeat(self.trial_ids[trial.number])  # alive from its start (stale only after a heartbeat)
         return {
             "number": trial.number,
-            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``studies.engine.runner.ASHAExceptRepeats``)
+            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``Ledger.stops``)
             "model": model,
             "train": train,
             "task": self.preset.task,
@@ -248,8 +347,8 @@ class Ledger:
         infeasible (``studies.engine.sampler.tell_infeasible``); a dead worker's, or a shared
         GPU's out of memory, is queued again first (``studies.engine.queue.retry``).
         """
-        trial = self.open.get(number)  # left open until the store has its ending: a Ctrl-C before that fails it
-        if trial is None:
+        trial = self.open.get(number)  # left open until Optuna has its ending: a Ctrl-C before it is stored fails it
+        if trial is None or number in self.ended:
             return
         last = last or {}
         for name in COST_ATTRIBUTES:
@@ -263,29 +362,35 @@ class Ledger:
             trial.set_user_attr("error", f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error)
             if failure.diverged_at_step is not None:
                 trial.set_user_attr("diverged_at_step", failure.diverged_at_step)
-            state, values = TrialState.FAIL, None
-            if not (failure.retry and self._retry(trial)) and failure.infeasible:
-                tell_infeasible(self.study, trial, failure.infeasible)
-                self._ended(number, INFEASIBLE, last)
-                return
+            retried = failure.retry and self._retry(trial)
+            ending = Ending(TrialState.FAIL, infeasible=None if retried else failure.infeasible)
         elif last.get("final"):
-            state, values = TrialState.COMPLETE, [float(last[o.metric]) for o in self.definition.objectives]
-            self.best_value = self.objective.best(v for v in (self.best_value, values[0]) if v is not None)
+            ending = Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in self.definition.objectives))
+            self.best_value = self.objective.best(v for v in (self.best_value, ending.values[0]) if v is not None)
         elif "step" in last:
             trial.set_user_attr("pruned_at_step", int(last["step"]))
-            state, values = TrialState.PRUNED, None
+            ending = Ending(TrialState.PRUNED)
         else:
             trial.set_user_attr("error", "stopped before its first report")
-            state, values = TrialState.FAIL, None
-        self.study.tell(trial, values, state=state)
-        self._ended(number, state.name, last)
+            ending = Ending(TrialState.FAIL)
+        self._ended(number, ending, last)
 
-    def _ended(self, number: int, outcome: str, last: Mapping[str, Any]) -> None:
-        """Close a trial whose ending the store has, and count it for the progress line."""
-        del self.open[number]
-        self.finished[outcome] += 1
+    def _ended(self, number: int, ending: Ending, last: Mapping[str, Any]) -> None:
+        """Store a trial's ending, count it for the progress line, and tell Optuna what is due.
+
+        A repeat decides nothing, so its ending is told at once; a searched trial's waits for
+        the views that include it, or for the run's end (nothing more to ask, nothing running).
+        """
+        self.open[number].set_user_attr(ENDING_ATTRIBUTE, ending.attribute())
+        self.ended[number] = ending
+        self.finished[ending.outcome] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
+        if "repeat_of" in self.open[number].user_attrs:
+            self._tell(number)
+        if self.asked >= self.total and set(self.open) == set(self.ended):
+            for pending in sorted(self.ended):
+                self._tell(pending)
 
     def interrupt(self) -> None:
         """Fail the running trials of a run stopped by Ctrl-C and queue them again for the next run.
@@ -293,16 +398,25 @@ class Ledger:
         Ctrl-C lands between any two lines, so a trial still open here may have had its ending
         stored just before (it is left as it is), or its retry queued already (not queued twice).
         """
+        for number in sorted(self.ended):  # trials that did end are results: Optuna is told, once
+            if self._stored_state(number).is_finished():
+                del self.ended[number], self.open[number]
+            else:
+                self._tell(number)
         retried = {PlannedTrial.of(waiting).retry_of for waiting in queued(self.study)}
         for number in list(self.open):
             trial = self.open.pop(number)
-            if self.storage.get_trial(trial_id(self.storage, self.study, number)).state.is_finished():
+            if self._stored_state(number).is_finished():
                 continue
             trial.set_user_attr("error", "interrupted (Ctrl-C) before it finished; the next run retries its configuration")
             trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
             self.study.tell(trial, state=TrialState.FAIL)
             if number not in retried:
                 retry(self.study, trial)
+
+    def _stored_state(self, number: int) -> TrialState:
+        """The state the store holds for trial ``number`` (an ending may have been stored just before a Ctrl-C)."""
+        return self.storage.get_trial(trial_id(self.storage, self.study, number)).state
 
     def __getstate__(self) -> dict[str, Any]:
         """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
@@ -324,8 +438,14 @@ class Ledger:
         return queued_again
 
     def done(self) -> bool:
-        """This run asked all it may and every trial it started has ended (a failure may still queue a retry)."""
+        """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry)."""
         return not self.open and self.asked >= self.total
 
     def finished_count(self) -> int:
         return sum(self.finished.values())
+
+
+def _value_at(trial: FrozenTrial, rung: int) -> float | None:
+    """A trial's value at a rung: its first report at or after that step (ASHA's), or None if it stopped before."""
+    steps = [step for step in trial.intermediate_values if step >= rung]
+    return trial.intermediate_values[min(steps)] if steps else None

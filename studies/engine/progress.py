@@ -21,7 +21,7 @@ def _clock(seconds: float) -> str:
 def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
     """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte)."""
     done = ledger.finished_count()
-    running = len(ledger.open)
+    running = len(ledger.open) - len(ledger.ended)  # ended trials wait to be told to Optuna (``Ledger``)
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     if ledger.durations and done < ledger.total:

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
 from search_space.space import Value
+from studies.engine.endings import ENDING_ATTRIBUTE, Ending
 
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
@@ -141,7 +142,8 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
         study: The study, opened on ``storage``.
         storage: A storage made with ``heartbeat_options``.
         exclusive: This driver is the store's only one (SQLite's writer lock is held), so
-            every RUNNING trial is a dead driver's. Otherwise (PostgreSQL, several drivers)
+            every RUNNING trial is a dead driver's: one that had ended (its ``ending`` attribute)
+            is told that ending, the others are failed and retried. Otherwise (PostgreSQL, several drivers)
             only the trials whose heartbeat is older than ``GRACE_PERIOD_S`` are (Optuna
             fails them and calls ``retry``; a finished trial takes no error message,
             so ``reports.results.frame`` names the cause).
@@ -152,6 +154,9 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
             optuna.storages.fail_stale_trials(study)
         return
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if ENDING_ATTRIBUTE in trial.user_attrs:  # it ended; its driver stopped before telling Optuna
+            Ending.of(trial.user_attrs[ENDING_ATTRIBUTE]).tell(study, optuna.Trial(study, trial_id(storage, study, trial.number)))
+            continue
         error = "left RUNNING by an interrupted run; its configuration is retried"
         storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
         study.tell(trial.number, state=TrialState.FAIL)

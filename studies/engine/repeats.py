@@ -1,4 +1,4 @@
-"""Seed repeats: each family's selected configurations queued again on fresh seeds after the search."""
+"""Seed repeats: the configurations the verdict compares, queued again on fresh seeds after the search."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import optuna
 from optuna.trial import TrialState
 
 from reports.results.frame import configuration, configuration_key, trials_frame
-from reports.results.fronts import family_bests
+from reports.results.matching import best_baseline, pairings
+from reports.results.names import FAMILIES_ATTRIBUTE
 from studies.engine.queue import PlannedTrial, enqueue
 
 
 def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
-    """Queue fresh seeds 1..``seeds`` of each family's best configuration and of its best at or
-    below the best baseline's FLOPs (``reports.results.fronts.family_bests``).
+    """Queue fresh seeds 1..``seeds`` of every configuration the verdict compares: the best baseline,
+    each family's selected configuration and the baseline's at its cost, each named point and the
+    baseline's at its cost (``reports.results.matching.pairings``, the rule the verdict applies).
 
     Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``).
     Seeds a configuration already has, finished or queued (by an earlier run), are not queued again.
@@ -33,8 +35,10 @@ def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
             original = by_number[trial.user_attrs["repeat_of"]]
             has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs["repeat_index"])
     planned = 0
-    for number in family_bests(frame)["number"]:
-        original = by_number[int(number)]  # a search trial: family_bests leaves repeats out
+    reference = best_baseline(frame)
+    chosen = [number for pairing in pairings(frame, frame.attrs[FAMILIES_ATTRIBUTE]) for number in pairing.numbers]
+    for number in dict.fromkeys([*([] if reference is None else [reference]), *chosen]):
+        original = by_number[number]  # a search trial: pairings read search runs only
         key = configuration_key(configuration(original))
         plan = replace(PlannedTrial.of(original), repeat_of=original.number, retry_of=None, attempt=0)
         for index in sorted(set(range(1, seeds + 1)) - has.setdefault(key, set())):

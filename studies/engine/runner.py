@@ -4,6 +4,7 @@ read its results once for the stored verdict, the report and the summary."""
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory
 
-        def tune_trials(budget: int, *, early_stopping: bool) -> None:
+        def tune_trials(budget: int) -> None:
             """Run the store's queue, then searched trials up to ``budget``, on Ray Tune."""
             ledger = Ledger(
                 optuna_study,
@@ -102,21 +103,27 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 ask_lock=lock.held,
                 memory_bytes=run.resources.memory,
             )
-            run_on_tune(ledger, preset, optuna_study.study_name, run.resources, early_stopping=early_stopping)
+            started_at = time.monotonic()
+            run_on_tune(ledger, optuna_study.study_name, run.resources)
+            if ledger.waited_seconds:  # what deciding on views free of finishing order cost (``Ledger``): a slot stood idle
+                phase = time.monotonic() - started_at
+                print(
+                    f"a trial slot waited {ledger.waited_seconds:.0f} s for earlier trials to end ({phase:.0f} s phase)", file=out
+                )
 
         started = start_ray(options.address) if to_run or run.repeat_seeds else False
         try:
             if to_run:
-                tune_trials(run.trials, early_stopping=True)
+                tune_trials(run.trials)
             with lock.held():  # drivers sharing the store queue each repeat once
                 repeats = plan_repeats(optuna_study, run.repeat_seeds) if run.repeat_seeds else 0
             if repeats:
                 print(
-                    f"repeating {repeats} trials: each family's best, and its best at or below the best baseline's FLOPs, "
+                    f"repeating {repeats} trials: the configurations the verdict compares, at matched cost, "
                     f"{run.repeat_seeds} fresh seeds each",
                     file=out,
                 )
-                tune_trials(0, early_stopping=False)
+                tune_trials(0)
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()

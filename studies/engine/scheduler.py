@@ -1,18 +1,27 @@
-"""Early stopping: ASHA over every family's searched trials alike; seed repeats always train to the end."""
+"""Early stopping on Ray Tune: each reported value is judged by the ledger (``Ledger.stops``: ASHA's rule
+within the trial's family, on a view of the store that does not depend on finishing order)."""
 
 from __future__ import annotations
 
-from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from studies.engine.ledger import Ledger
 
 
-class ASHAExceptRepeats(ASHAScheduler):
-    """ASHA for every family's searched trials alike; a seed repeat trains to its last step.
+class EarlyStopping(FIFOScheduler):
+    """Stops a searched trial where ``Ledger.stops`` says; seed repeats and named points always go on.
 
-    A repeat measures its configuration again on a fresh seed, so stopping it early would
-    leave no result. Repeats run after the search, unless an earlier run left some queued.
+    Args:
+        ledger: The run's ledger.
     """
 
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-        if trial.config.get("repeat"):
+        metric = self.ledger.objective.metric
+        if "step" not in result or metric not in result:
             return TrialScheduler.CONTINUE
-        return super().on_trial_result(tune_controller, trial, result)
+        stops = self.ledger.stops(trial.config["number"], int(result["step"]), float(result[metric]))
+        return TrialScheduler.STOP if stops else TrialScheduler.CONTINUE

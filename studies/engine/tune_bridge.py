@@ -18,13 +18,12 @@ from ray import cloudpickle, tune
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
-from studies.catalogue.schema import Preset
 from studies.engine.cluster import trial_request
 from studies.engine.ledger import Ledger
 from studies.engine.options import TrialResources
 from studies.engine.progress import ProgressLine
 from studies.engine.queue import HEARTBEAT_INTERVAL_S
-from studies.engine.scheduler import ASHAExceptRepeats
+from studies.engine.scheduler import EarlyStopping
 from studies.engine.trainable import run_trial
 from trainers.outputs import TUNE_DIR
 
@@ -107,8 +106,9 @@ def _error_text(trial, exception: BaseException | None) -> str:
     return f"{exception}\n\n{text[-4000:]}"
 
 
-def run_on_tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResources, *, early_stopping: bool) -> None:
-    """Run the ledger's trials on Ray Tune (ASHA on the study's first objective when ``early_stopping``).
+def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
+    """Run the ledger's trials on Ray Tune, at most ``Preset.parallel_trials`` at once, with early
+    stopping (``EarlyStopping``; seed repeats and named points are never stopped).
 
     Raises:
         KeyboardInterrupt: Ctrl-C; the running trials were failed first (``Ledger.interrupt``).
@@ -116,22 +116,15 @@ def run_on_tune(ledger: Ledger, preset: Preset, name: str, resources: TrialResou
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
-    request, concurrency = trial_request(resources)
-    scheduler = ASHAExceptRepeats(
-        time_attr="step",
-        metric=ledger.objective.metric,
-        mode=ledger.objective.direction[:3],  # "max" or "min"
-        max_t=preset.train.steps,
-        grace_period=preset.grace_steps,
-        reduction_factor=2,
-    )
+    request, fits = trial_request(resources)
+    concurrency = min(fits, ledger.preset.parallel_trials)  # more would change no decision, only wait (ledger)
     tuner = tune.Tuner(
         tune.with_resources(run_trial, request),
         tune_config=tune.TuneConfig(
             search_alg=LedgerSearcher(ledger),
-            scheduler=scheduler if early_stopping else None,
+            scheduler=EarlyStopping(ledger),
             num_samples=-1,  # the searcher says when it is finished: retries may add trials
-            max_concurrent_trials=concurrency,  # ask Optuna only when a slot is free: later asks learn more
+            max_concurrent_trials=concurrency,
             reuse_actors=True,  # a trial's worker runs the next one: no new process and imports per trial
             trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
         ),

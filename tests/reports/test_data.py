@@ -10,7 +10,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from reports.results.frame import trials_frame
-from reports.results.fronts import family_bests, family_budgets, family_fronts, pareto_mask
+from reports.results.fronts import family_budgets, family_fronts, pareto_mask
+from reports.results.matching import best_baseline, pairings
 from storage import open_storage
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))
@@ -74,11 +75,15 @@ def test_report_of_a_study_whose_trials_all_failed(tmp_path: Path) -> None:
         assert 'id="pareto-figure"' in page
 
 
-def test_family_bests_are_each_family_s_best_and_its_best_within_the_baseline_s_flops(study: optuna.Study) -> None:
+def test_pairings_compare_each_family_at_matched_cost_read_from_a_store(study: optuna.Study) -> None:
     frame = trials_frame(study)
     assert frame["family"].tolist() == ["MHA"] * 2 + ["DAMCHA"] * 4  # a store from before families
-    # MHA's best (1, 200 FLOPs); DAMCHA's best (3, over 200 FLOPs) and its best within 200 FLOPs (2).
-    assert family_bests(frame)["number"].tolist() == [1, 2, 3]
+    assert frame.attrs["families"] == ["MHA", "DAMCHA"]
+    # The best MHA (1, 200 FLOPs) has no DAMCHA within 15% of its cost; DAMCHA's best (3, 250 FLOPs) is
+    # compared with the MHA at its own cost (1: 250/200 = 1.25, outside the band, so the nearest, flagged).
+    (pairing,) = pairings(frame, frame.attrs["families"])
+    assert (pairing.candidate, pairing.baseline, pairing.matched, pairing.at_best_baseline) == (3, 1, False, False)
+    assert best_baseline(frame) == 1
 
 
 def test_each_family_has_its_front_and_its_budget(study: optuna.Study) -> None:

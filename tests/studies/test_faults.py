@@ -26,7 +26,7 @@ from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
 from tests.processes import kill_tree, wait_for_training_worker
 
-STUDY = "lra_sharing-smoke-v4-num_layers=6"  # six layers: trials long enough to be caught mid-training
+STUDY = "lra_sharing-smoke-v5-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
 
 def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
@@ -78,6 +78,10 @@ def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> Non
     after = optuna.load_study(study_name=STUDY, storage=url).get_trials()
     assert {n: after[n].values for n in finished_before} == finished_before  # completed trials intact
     for trial in running:
+        if "ending" in trial.user_attrs:  # it had ended, and its ending was stored: told, not trained again
+            assert after[trial.number].state.name == trial.user_attrs["ending"]["state"]
+            assert not [t for t in after if t.user_attrs.get("retry_of") == trial.number]
+            continue
         assert after[trial.number].state == TrialState.FAIL and "interrupted run" in after[trial.number].user_attrs["error"]
         (retried,) = [t for t in after if t.user_attrs.get("retry_of") == trial.number]
         if "model_config" in trial.user_attrs:  # it trained: the same configuration again

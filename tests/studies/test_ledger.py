@@ -18,6 +18,7 @@ from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import Family, Preset, Study
+from studies.engine.endings import Ending
 from studies.engine.ledger import Ledger
 from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued
 from studies.engine.sampler import TRAINABLE
@@ -172,20 +173,36 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(
 
 
 def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_user_fixes_one(tmp_path: Path) -> None:
+    """A study that does not search the learning rate trains at its preset's (not the knob's default)."""
     from studies.engine.options import pinned_space
 
-    preset = replace(PRESET, train=replace(PRESET.train, learning_rate=3e-3, weight_decay=0.05))  # not the knobs' defaults
+    searched = tuple(name for name in LRA_SHARING.space.searched if name != "learning_rate")
+    definition = replace(LRA_SHARING, space=replace(LRA_SHARING.space, searched=searched), points=())
+    domains = {name: domain for name, domain in PRESET.domains.items() if name != "learning_rate"}
+    preset = replace(PRESET, train=replace(PRESET.train, learning_rate=3e-3, weight_decay=0.05), domains=domains)
     for folder in ("preset", "fixed"):
         (tmp_path / folder).mkdir()
-    ledger = make_ledger(tmp_path / "preset", [], 3, preset=preset)
+    ledger = make_ledger(tmp_path / "preset", [], 3, definition=definition, preset=preset)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(3e-3, 0.05)] * 3
     assert [t.user_attrs["train_config"]["learning_rate"] for t in ledger.study.get_trials()] == [3e-3] * 3
 
-    space, others = pinned_space(LRA_SHARING, preset, {"learning_rate": 2e-4})
-    ledger = make_ledger(tmp_path / "fixed", [], 3, preset=preset, space=space, fixed=others)
+    space, others = pinned_space(definition, preset, {"learning_rate": 2e-4})
+    ledger = make_ledger(tmp_path / "fixed", [], 3, definition=definition, preset=preset, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
     assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(2e-4, 0.05)] * 3
+
+
+def test_each_family_searches_its_learning_rate_and_the_authors_configuration_trains_as_they_specify(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [], 6)
+    configs = [ledger.ask(f"ray-{i}") for i in range(4)]  # MHA, the authors' configuration, DAMCHA (cross), MHA
+    trials = ledger.study.get_trials()
+    assert trials[1].user_attrs["point"] == "authors' configuration" and "learning_rate" not in trials[1].params
+    assert (configs[1]["train"]["learning_rate"], configs[1]["train"]["weight_decay"]) == (3e-4, 0.0)  # Adam at 3e-4
+    for index in (0, 2, 3):
+        assert trials[index].params["learning_rate"] in PRESET.domains["learning_rate"].values
+        assert configs[index]["train"]["learning_rate"] == trials[index].params["learning_rate"]
+        assert configs[index]["train"]["weight_decay"] == PRESET.train.weight_decay
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
@@ -243,23 +260,30 @@ def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_ag
     assert trials_frame(store).set_index("number").loc[silent, "error"] == LOST_DRIVER_ERROR
 
 
-def test_early_stopping_spares_seed_repeats(tmp_path: Path) -> None:
-    from ray.tune.experiment import Trial
+def test_early_stopping_judges_a_trial_against_its_family_in_a_view_fixed_at_its_ask(tmp_path: Path) -> None:
+    """ASHA's rule within the family, on the trials numbered below ``n - decision_lag``: what finished
+    later, or another family, changes nothing; named points and seed repeats never stop."""
+    ledger = make_ledger(tmp_path, [], 9)
+    lag, grace = PRESET.decision_lag, PRESET.grace_steps
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(lag + 1)]  # trial lag+1 waits for trial 0 to end
+    assert ledger.ask("ray-early") is None and ledger.asked == lag + 1
+    for number, value in zip(numbers[:3], (0.9, 0.5, 0.8), strict=True):  # MHA, the authors' configuration, DAMCHA (cross)
+        ledger.record_report(number, {"step": grace, "val_accuracy": value})
+        ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
+    later = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    families = [t.user_attrs["family"] for t in ledger.study.get_trials()]
+    assert families[: len(numbers) + 3] == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] * 2 + ["MHA"]
+    mha_later = later[-1]  # its view holds trial 0 (MHA, 0.9 at the grace step)
+    assert ledger.stops(mha_later, grace, 0.1) and not ledger.stops(mha_later, grace, 0.1)  # each rung judged once
+    assert not ledger.stops(numbers[3], grace, 0.1)  # MHA's second trial: its view (numbers < 0) holds nothing
+    assert not ledger.stops(later[0], grace, 0.0)  # DAMCHA (paper): only the named point in view, and it stays
+    assert not ledger.stops(numbers[1], grace, 0.0)  # the named point itself never stops
 
-    from studies.engine.scheduler import ASHAExceptRepeats
-
-    ledger = make_ledger(tmp_path, [PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0)
-    assert ledger.ask("repeat")["repeat"] is True  # the trainable's config says so
-
-    scheduler = ASHAExceptRepeats(time_attr="step", metric="val_accuracy", mode="max", max_t=100, grace_period=1)
-    good = [Trial("run_trial", config={"repeat": False}, stub=True) for _ in range(4)]
-    bad, repeat = (Trial("run_trial", config={"repeat": flag}, stub=True) for flag in (False, True))
-    for trial in [*good, bad, repeat]:
-        scheduler.on_trial_add(None, trial)
-    for trial in good:
-        scheduler.on_trial_result(None, trial, {"step": 1, "val_accuracy": 0.9})
-    assert scheduler.on_trial_result(None, bad, {"step": 1, "val_accuracy": 0.1}) == "STOP"  # ASHA as usual...
-    assert scheduler.on_trial_result(None, repeat, {"step": 1, "val_accuracy": 0.1}) == "CONTINUE"  # ...but not for a repeat
+    repeats = make_ledger(
+        tmp_path / "repeats", [PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0
+    )
+    config = repeats.ask("repeat")
+    assert config["repeat"] is True and not repeats.stops(config["number"], grace, 0.0)
 
 
 @pytest.mark.parametrize("where", ["suggest", "set_user_attr"])
@@ -287,26 +311,32 @@ def test_a_ctrl_c_while_asking_fails_the_asked_trial_instead_of_leaving_it_runni
 @pytest.mark.parametrize(
     ("ending", "where", "state"),
     [
-        ("complete", "before the tell", TrialState.FAIL),
-        ("complete", "after the tell", TrialState.COMPLETE),
+        ("complete", "before its ending is stored", TrialState.FAIL),
+        ("complete", "while Optuna is told", TrialState.COMPLETE),
+        ("complete", "after Optuna was told", TrialState.COMPLETE),
         ("dead worker", "after its retry was queued", TrialState.FAIL),
     ],
 )
 def test_a_ctrl_c_while_a_trial_ends_leaves_it_failed_or_finished_and_its_configuration_queued_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str, where: str, state: TrialState
 ) -> None:
-    """A Ctrl-C during ``finish``: before the store has the ending, ``interrupt`` fails the trial
-    and queues it again; after, the ending stands; a retry ``finish`` queued is not queued twice."""
-    ledger = make_ledger(tmp_path, [], 2)
+    """A Ctrl-C during ``finish`` or the tell that follows: before the ending is stored, ``interrupt``
+    fails the trial and queues it again; once stored, the ending stands (told once); a retry
+    ``finish`` queued is not queued twice."""
+    (tmp_path / "store").mkdir()
+    ledger = make_ledger(tmp_path / "store", [], 1)  # one trial: its ending is told as soon as it is stored
     number = ledger.ask("ray-0")["number"]
     tell = optuna.Study.tell
 
-    def ctrl_c(study: optuna.Study, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 (Study.tell's)
-        if where == "after the tell":
-            tell(study, *args, **kwargs)
+    def ctrl_c(*args, **kwargs):  # noqa: ANN002, ANN003 (the signal, as Python raises it)
+        if where == "after Optuna was told":
+            tell(*args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(optuna.Study, "tell", ctrl_c)
+    if where in ("before its ending is stored", "after its retry was queued"):
+        monkeypatch.setattr(Ending, "attribute", ctrl_c)
+    else:
+        monkeypatch.setattr(optuna.Study, "tell", ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         if ending == "complete":
             ledger.finish(number, report(60, final=True), None)
@@ -316,3 +346,36 @@ def test_a_ctrl_c_while_a_trial_ends_leaves_it_failed_or_finished_and_its_config
     ledger.interrupt()
     assert ledger.study.get_trials()[number].state == state and not ledger.open
     assert [PlannedTrial.of(t).retry_of for t in queued(ledger.study)] == ([] if state == TrialState.COMPLETE else [number])
+
+
+def _run_in_order(tmp_path: Path, newest_first: bool) -> list[tuple]:
+    """A whole search through the ledger with two trials at a time, each trial's value a function of its
+    knobs alone; the running trial that ends first is the oldest, or the newest."""
+    from studies.engine.sampler import sampler_for
+
+    ledger = make_ledger(tmp_path, [], 12, sampler=sampler_for(2, 12, seed=0))  # the product's sampler, seeded
+    running: list[int] = []
+    while not ledger.done():
+        while len(running) < 2 and (config := ledger.ask(f"ray-{len(ledger.study.get_trials())}")) is not None:
+            running.append(config["number"])
+        number = running.pop(-1 if newest_first else 0)
+        params = ledger.open[number].params
+        value = (
+            0.5 + 0.001 * params.get("d_model", 0) + 10 * params.get("learning_rate", 3e-4) + 0.01 * params.get("num_heads", 0)
+        )
+        ledger.record_report(number, {"step": PRESET.grace_steps, "val_accuracy": value})
+        if ledger.stops(number, PRESET.grace_steps, value):
+            ledger.finish(number, report(PRESET.grace_steps) | {"val_accuracy": value}, None)
+        else:
+            ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
+    return [(t.number, t.params, t.state, t.values) for t in ledger.study.get_trials()]
+
+
+def test_the_sampler_and_early_stopping_decide_the_same_whatever_order_trials_end_in(tmp_path: Path) -> None:
+    """The ledger's views depend on trial numbers alone (``Preset.decision_lag``), not on which trial ended first."""
+    (tmp_path / "oldest").mkdir()
+    (tmp_path / "newest").mkdir()
+    oldest_first = _run_in_order(tmp_path / "oldest", newest_first=False)
+    newest_first = _run_in_order(tmp_path / "newest", newest_first=True)
+    assert len(oldest_first) == 12 and {state for _, _, state, _ in oldest_first} == {TrialState.COMPLETE, TrialState.PRUNED}
+    assert oldest_first == newest_first

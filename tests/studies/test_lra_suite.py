@@ -41,7 +41,7 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
 def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated(suite_run: dict) -> None:
     assert list(suite_run["stores"]) == list(LRA_TASKS) == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
     for (title, task), store in zip(LRA_TASKS.items(), suite_run["stores"].values(), strict=True):
-        assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v2"
+        assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v3"
         trials = store.get_trials()
         assert all(t.state == TrialState.COMPLETE for t in trials), title
         assert store.user_attrs["task"] == {"task": task, "source": "lra_release", "data_dir": str(suite_run["data"])}
@@ -53,7 +53,10 @@ def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated
         authors = [t.user_attrs["model_config"] for t in trials if t.user_attrs.get("point") == "authors' configuration"]
         causal = task in ("lra_text", "lra_image")  # the authors' text and image models are causal
         assert authors and all((c["classifier_causal"], c["pooling"]) == (causal, "mean" if causal else "cls") for c in authors)
-        assert "paired t-test over 2 fresh seeds" in store.user_attrs["verdict"]
+        assert (
+            "over 2 fresh seeds; " in store.user_attrs["verdict"]
+            and "paired t-test, Holm-adjusted p" in store.user_attrs["verdict"]
+        )
 
 
 def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average(suite_run: dict) -> None:
@@ -66,11 +69,12 @@ def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average
     for family, cells in rows:
         values = re.findall(r"<td>([\d.]+)%", cells)
         assert len(values) == len(LRA_TASKS) + 1, family  # every task, and the average
-        assert float(values[-1]) == pytest.approx(np.mean([float(v) for v in values[:-1]]), abs=0.06), family
+        # each shown value is rounded by up to 0.05, and so is the shown average
+        assert float(values[-1]) == pytest.approx(np.mean([float(v) for v in values[:-1]]), abs=0.1), family
     for title, task in LRA_TASKS.items():  # each verdict, linked to its task's own report
         study = f"lra_suite_{task.removeprefix('lra_')}"
-        assert f'<a href="{study}-smoke-v2.html">{title}</a>' in page
-        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v2.html").is_file()
+        assert f'<a href="{study}-smoke-v3.html">{title}</a>' in page
+        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v3.html").is_file()
     assert "lra_suite-smoke-v1" in suite_run["output"] and "average over the tasks: MHA " in suite_run["output"]
 
 

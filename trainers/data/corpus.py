@@ -43,22 +43,24 @@ class CorpusSpec:
 
     Attributes:
         seq_len: Bytes a model reads per example (each window holds one more: its last target).
-        train_examples, val_examples: Windows per split.
+        train_examples, val_examples, test_examples: Windows per split.
         seed: Seeds the order in which each split's files are read.
-        val_share: The share of files held out for validation.
+        val_share, test_share: The shares of files held out for validation and for test.
     """
 
     seq_len: int = 256
     train_examples: int = 4000
     val_examples: int = 500
+    test_examples: int = 500
     seed: int = 0
     val_share: float = 0.1
+    test_share: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.seq_len < 1 or self.train_examples < 1 or self.val_examples < 1:
-            raise ValueError(f"seq_len, train_examples and val_examples must be >= 1, got {self}")
-        if not 0 < self.val_share < 1:
-            raise ValueError(f"val_share={self.val_share} must be between 0 and 1")
+        if min(self.seq_len, self.train_examples, self.val_examples, self.test_examples) < 1:
+            raise ValueError(f"seq_len and the examples of each split must be >= 1, got {self}")
+        if not (0 < self.val_share and 0 < self.test_share and self.val_share + self.test_share < 1):
+            raise ValueError(f"val_share={self.val_share} and test_share={self.test_share} must be > 0 and sum to < 1")
 
 
 def stdlib_root() -> Path:
@@ -114,21 +116,25 @@ def _hash_share(relative: str) -> float:
     return int.from_bytes(hashlib.sha256(relative.encode()).digest()[:8], "big") / 2**64
 
 
-def split_by_file(root: Path, files: list[Path], val_share: float) -> dict[str, list[Path]]:
-    """Train and validation files: a file is held out when its path's hash is below ``val_share``.
+def split_by_file(root: Path, files: list[Path], val_share: float, test_share: float) -> dict[str, list[Path]]:
+    """Train, validation and test files: a file validates when its path's hash is below ``val_share``,
+    tests when it lies between that and ``val_share + test_share``, and trains otherwise.
 
     Each split gets at least one file: with few files, the file of the lowest hash
-    validates and that of the highest trains.
+    validates, the next tests and that of the highest trains.
 
     Raises:
-        DataFileError: fewer than two files.
+        DataFileError: fewer than three files.
     """
-    if len(files) < 2:
-        raise DataFileError(f"task 'bytes_lm': corpus {root} has {len(files)} file; train and validation need a file each")
+    if len(files) < 3:
+        raise DataFileError(
+            f"task 'bytes_lm': corpus {root} has {len(files)} file(s); train, validation and test need a file each"
+        )
     shares = {path: _hash_share(path.relative_to(root).as_posix()) for path in files}
     ranked = sorted(files, key=shares.__getitem__)
-    held_out = max(1, min(len(files) - 1, sum(share < val_share for share in shares.values())))
-    return {"train": sorted(ranked[held_out:]), "val": sorted(ranked[:held_out])}
+    validating = max(1, min(len(files) - 2, sum(share < val_share for share in shares.values())))
+    held_out = max(validating + 1, min(len(files) - 1, sum(share < val_share + test_share for share in shares.values())))
+    return {"train": sorted(ranked[held_out:]), "val": sorted(ranked[:validating]), "test": sorted(ranked[validating:held_out])}
 
 
 def read_until(files: list[Path], needed: int, seed: int, where: str) -> bytes:
@@ -170,10 +176,10 @@ def windows(stream: bytes, seq_len: int, count: int) -> tuple[list[list[int]], l
 
 
 def hub_text(source: str, needed: dict[str, int]) -> dict[str, bytes]:
-    """Train and validation byte streams of ``hf:NAME[:CONFIG]`` through ``datasets.load_dataset``.
+    """Train, validation and test byte streams of ``hf:NAME[:CONFIG]`` through ``datasets.load_dataset``.
 
-    Its ``train`` split trains; ``validation`` (else ``test``) validates; rows of the
-    ``text`` column are joined in their order, each followed by a newline.
+    Its ``train``, ``validation`` and ``test`` splits; rows of the ``text`` column are
+    joined in their order, each followed by a newline.
 
     Raises:
         DataFileError: the data set does not load (offline, unknown name), lacks a split or
@@ -189,12 +195,12 @@ def hub_text(source: str, needed: dict[str, int]) -> dict[str, bytes]:
             f"task 'bytes_lm': datasets.load_dataset({name!r}, {config or None!r}) failed ({type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''}); offline, give a directory of text files or the default, stdlib"
         ) from None
-    splits = {"train": "train", "val": next((s for s in ("validation", "test") if s in loaded), None)}
+    splits = {"train": "train", "val": "validation", "test": "test"}
     streams = {}
     for split, found in splits.items():
-        if found is None or found not in loaded:
+        if found not in loaded:
             raise DataFileError(
-                f"task 'bytes_lm': data set {name!r} has splits {list(loaded)}; it needs train, and validation or test"
+                f"task 'bytes_lm': data set {name!r} has splits {list(loaded)}; it needs train, validation and test"
             )
         if "text" not in loaded[found].column_names:
             raise DataFileError(f"task 'bytes_lm': data set {name!r} has columns {loaded[found].column_names}, no 'text'")

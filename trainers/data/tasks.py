@@ -64,6 +64,8 @@ NEXT_TOKEN_FEATURES = datasets.Features(
     }
 )
 
+TEXT_VALIDATION_EVERY = 10  # LRA Text: one training review in ten validates (the release has no validation split)
+
 
 def _identity(paths) -> list[list]:
     """What a cache of files depends on: each path, size and modification time."""
@@ -125,23 +127,28 @@ def listops_release(data_dir: Path | str | None = None, *, cache_dir: Path | Non
     )
 
 
-def recall(spec: RecallSpec, *, val_examples: int = 200, cache_dir: Path | None = None) -> datasets.DatasetDict:
-    """MQAR train and validation splits (next-token labels, ``IGNORE`` off the queries), cached."""
+def recall(
+    spec: RecallSpec, *, val_examples: int = 200, test_examples: int = 200, cache_dir: Path | None = None
+) -> datasets.DatasetDict:
+    """MQAR train, validation and test splits (next-token labels, ``IGNORE`` off the queries), cached.
+
+    Each split is generated from its own seed, so no example is shared by chance of the seed alone."""
 
     def build() -> dict[str, dict[str, list]]:
         splits = {}
-        for split, seed_offset, size in (("train", 0, spec.num_examples), ("val", 1, val_examples)):
-            part = RecallSpec(**(asdict(spec) | {"seed": 2 * spec.seed + seed_offset, "num_examples": size}))
+        sizes = (("train", 0, spec.num_examples), ("val", 1, val_examples), ("test", 2, test_examples))
+        for split, seed_offset, size in sizes:
+            part = RecallSpec(**(asdict(spec) | {"seed": 3 * spec.seed + seed_offset, "num_examples": size}))
             inputs, labels = generate_recall(part)
             splits[split] = _columns(inputs.tolist(), labels.tolist())
         return splits
 
-    params = asdict(spec) | {"val_examples": val_examples}
+    params = asdict(spec) | {"val_examples": val_examples, "test_examples": test_examples}
     return cached_splits("mqar", params, build, features=NEXT_TOKEN_FEATURES, cache_dir=cache_dir)
 
 
 def byte_corpus(spec: CorpusSpec, source: str, *, cache_dir: Path | None = None) -> datasets.DatasetDict:
-    """Next-byte train and validation splits of a text corpus (``trainers.data.corpus``), cached.
+    """Next-byte train, validation and test splits of a text corpus (``trainers.data.corpus``), cached.
 
     Args:
         spec: Window length, windows per split, read order and held-out share.
@@ -151,14 +158,14 @@ def byte_corpus(spec: CorpusSpec, source: str, *, cache_dir: Path | None = None)
     Raises:
         DataFileError: a missing, empty, binary or too small corpus (named, with the sources there are).
     """
-    needed = {"train": spec.train_examples * spec.seq_len + 1, "val": spec.val_examples * spec.seq_len + 1}
-    counts = {"train": spec.train_examples, "val": spec.val_examples}
+    counts = {"train": spec.train_examples, "val": spec.val_examples, "test": spec.test_examples}
+    needed = {split: count * spec.seq_len + 1 for split, count in counts.items()}
     if source.startswith(HUB_PREFIX):
         files: dict[str, list[Path]] = {}
         identity: object = source
     else:
         root = stdlib_root() if source == STDLIB else Path(source)
-        files = split_by_file(root, corpus_files(root, python_only=source == STDLIB), spec.val_share)
+        files = split_by_file(root, corpus_files(root, python_only=source == STDLIB), spec.val_share, spec.test_share)
         identity = {split: _identity(paths) for split, paths in files.items()}
 
     def build() -> dict[str, dict[str, list]]:
@@ -180,7 +187,9 @@ def text_release(
 ) -> datasets.DatasetDict:
     """LRA Text: IMDB reviews as bytes (``aclImdb/{train,test}``), truncated to ``max_length``, cached.
 
-    As in LRA, the test reviews serve as both validation and test split.
+    Every tenth training review (in the order read: negatives, then positives) validates, so
+    that selection never sees the test reviews (LRA itself validated on them); the release's
+    test reviews test.
 
     Raises:
         DataFileError: a missing folder or an empty ``pos``/``neg`` folder.
@@ -196,9 +205,23 @@ def text_release(
         for split, folder in folders.items():
             texts, labels = read_imdb_split(folder)
             splits[split] = _columns([tokenize_bytes(text, max_length) for text in texts], labels)
-        return {"train": splits["train"], "val": splits["test"], "test": splits["test"]}
+        training = splits["train"]
+        held_out = [index % TEXT_VALIDATION_EVERY == TEXT_VALIDATION_EVERY - 1 for index in range(len(training["label"]))]
+        carved = {
+            part: {
+                column: [value for value, out in zip(values, held_out, strict=True) if out == wanted]
+                for column, values in training.items()
+            }
+            for part, wanted in (("train", False), ("val", True))
+        }
+        return {**carved, "test": splits["test"]}
 
-    params = {"source": "release", "folders": _identity(reviews), "max_length": max_length}
+    params = {
+        "source": "release",
+        "folders": _identity(reviews),
+        "max_length": max_length,
+        "validation": f"every {TEXT_VALIDATION_EVERY}th training review",
+    }
     return cached_splits("text", params, build, features=CLASSIFICATION_FEATURES, cache_dir=cache_dir)
 
 

@@ -14,7 +14,7 @@ from trainers.data.lra_files import DataFileError
 from trainers.data.tasks import byte_corpus
 from trainers.data.tokenize import VALUE_OFFSET
 
-SMALL = CorpusSpec(seq_len=8, train_examples=4, val_examples=2)
+SMALL = CorpusSpec(seq_len=8, train_examples=4, val_examples=2, test_examples=2)
 
 
 def _text_files(root: Path, count: int, size: int = 200) -> list[Path]:
@@ -39,30 +39,33 @@ def test_windows_predict_each_next_byte_once() -> None:
 
 def test_files_split_by_their_path_disjointly_and_the_same_way_when_files_are_added(tmp_path: Path) -> None:
     files = _text_files(tmp_path / "corpus", 40)
-    split = split_by_file(tmp_path / "corpus", files, 0.25)
-    assert set(split["train"]).isdisjoint(split["val"]) and sorted(split["train"] + split["val"]) == files
-    assert 2 <= len(split["val"]) <= 20  # about a quarter of 40 (hash shares are uniform)
+    split = split_by_file(tmp_path / "corpus", files, 0.25, 0.25)
+    sides = [set(split[name]) for name in ("train", "val", "test")]
+    assert all(a.isdisjoint(b) for a in sides for b in sides if a is not b)
+    assert sorted(split["train"] + split["val"] + split["test"]) == files
+    assert 2 <= len(split["val"]) <= 20 and 2 <= len(split["test"]) <= 20  # about a quarter of 40 each
     more = _text_files(tmp_path / "corpus", 60)  # 20 more files: no earlier file changes side
-    grown = split_by_file(tmp_path / "corpus", more, 0.25)
-    assert set(split["val"]) <= set(grown["val"]) and set(split["train"]) <= set(grown["train"])
+    grown = split_by_file(tmp_path / "corpus", more, 0.25, 0.25)
+    assert all(set(split[name]) <= set(grown[name]) for name in ("train", "val", "test"))
 
 
-def test_two_files_still_make_both_splits(tmp_path: Path) -> None:
-    split = split_by_file(tmp_path, _text_files(tmp_path, 2), 0.1)
-    assert len(split["train"]) == len(split["val"]) == 1
+def test_three_files_still_make_every_split(tmp_path: Path) -> None:
+    split = split_by_file(tmp_path, _text_files(tmp_path, 3), 0.1, 0.1)
+    assert len(split["train"]) == len(split["val"]) == len(split["test"]) == 1
 
 
-def test_a_directory_corpus_loads_train_and_validation_from_different_files(tmp_path: Path) -> None:
+def test_a_directory_corpus_loads_train_validation_and_test_from_different_files(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
-    files = _text_files(root, 6)
+    files = _text_files(root, 12)
     (root / ".hidden").write_bytes(b"\0binary, but hidden: left out")
     splits = byte_corpus(SMALL, str(root), cache_dir=tmp_path / "cache")
-    assert splits["train"].num_rows == 4 and splits["val"].num_rows == 2
+    assert splits["train"].num_rows == 4 and splits["val"].num_rows == 2 and splits["test"].num_rows == 2
     row = splits["train"][0]
     assert len(row["tokens"]) == row["length"] == 8 and row["label"][:-1] == row["tokens"][1:]
-    by_side = split_by_file(root, files, SMALL.val_share)
-    val_text = b"".join(path.read_bytes() for path in by_side["val"])
-    assert _decoded(splits["val"][0]["tokens"]) in val_text
+    by_side = split_by_file(root, files, SMALL.val_share, SMALL.test_share)
+    for split in ("val", "test"):
+        text = b"".join(path.read_bytes() for path in by_side[split])
+        assert _decoded(splits[split][0]["tokens"]) in text
 
 
 @pytest.mark.parametrize(
@@ -70,7 +73,7 @@ def test_a_directory_corpus_loads_train_and_validation_from_different_files(tmp_
     [
         (lambda root: root, r"corpus directory .*missing does not exist; give a directory of text files"),
         (lambda root: (root.mkdir(), root)[1], r"holds no files"),
-        (lambda root: (_text_files(root, 1), root)[1], r"has 1 file; train and validation need a file each"),
+        (lambda root: (_text_files(root, 1), root)[1], r"has 1 file\(s\); train, validation and test need a file each"),
         (lambda root: (_text_files(root, 3, size=5), root)[1], r"holds \d+ bytes but the preset needs 33"),
         (
             lambda root: (_text_files(root, 3), (root / "image.png").write_bytes(b"\x89PNG\0\0"), root)[-1],
@@ -82,7 +85,8 @@ def test_a_directory_corpus_loads_train_and_validation_from_different_files(tmp_
 def test_a_bad_corpus_is_named_with_what_to_give_instead(tmp_path: Path, make, message: str) -> None:
     root = make(tmp_path / "missing")
     with pytest.raises(DataFileError, match=message):
-        byte_corpus(CorpusSpec(seq_len=8, train_examples=4, val_examples=4, val_share=0.5), str(root), cache_dir=tmp_path)
+        spec = CorpusSpec(seq_len=8, train_examples=4, val_examples=4, test_examples=4, val_share=0.3, test_share=0.3)
+        byte_corpus(spec, str(root), cache_dir=tmp_path)
 
 
 def test_a_data_set_directory_loads_through_datasets_load_dataset(tmp_path: Path) -> None:
@@ -91,9 +95,11 @@ def test_a_data_set_directory_loads_through_datasets_load_dataset(tmp_path: Path
     data.mkdir()
     (data / "train.txt").write_text("\n".join(f"training line {i}" for i in range(20)))
     (data / "validation.txt").write_text("\n".join(f"held-out line {i}" for i in range(20)))
+    (data / "test.txt").write_text("\n".join(f"test-set line {i}" for i in range(20)))
     splits = byte_corpus(SMALL, f"hf:{data}", cache_dir=tmp_path / "cache")
     assert _decoded(splits["train"][0]["tokens"]) == b"training"
     assert _decoded(splits["val"][0]["tokens"]) == b"held-out"
+    assert _decoded(splits["test"][0]["tokens"]) == b"test-set"
 
 
 def test_an_unreachable_data_set_is_a_data_file_error(tmp_path: Path) -> None:

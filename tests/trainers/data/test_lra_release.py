@@ -15,14 +15,17 @@ from trainers.data.tasks import image_release, pathfinder_release, retrieval_rel
 from trainers.data.tokenize import VALUE_OFFSET
 
 
-def test_text_reads_reviews_as_truncated_bytes(tmp_path: Path) -> None:
+def test_text_reads_reviews_as_truncated_bytes_and_validates_on_training_reviews(tmp_path: Path) -> None:
     review = "Très bon film.".encode()
-    write_imdb(tmp_path, {split: {"neg": [b"Awful."], "pos": [review, b"Great!"]} for split in ("train", "test")})
+    training = {"neg": [b"Awful.", *[f"bad {i}".encode() for i in range(9)]], "pos": [review, b"Great!"]}
+    write_imdb(tmp_path, {"train": training, "test": {"neg": [b"Dull."], "pos": [b"Fine."]}})
     splits = text_release(tmp_path, max_length=8, cache_dir=tmp_path / "cache")
-    assert splits["train"]["label"] == [0, 1, 1]
-    assert splits["train"][1]["tokens"] == [byte + VALUE_OFFSET for byte in review[:8]]
     assert splits["train"][0]["length"] == len(b"Awful.")
-    assert splits["val"]["tokens"] == splits["test"]["tokens"]  # LRA evaluates on the test reviews
+    assert splits["val"].num_rows == 1 and splits["train"].num_rows == 11  # one training review in ten validates
+    seen = [*splits["train"]["tokens"][:], *splits["val"]["tokens"][:]]
+    assert [byte + VALUE_OFFSET for byte in review[:8]] in seen
+    assert {tuple(tokens) for tokens in splits["test"]["tokens"][:]}.isdisjoint(tuple(tokens) for tokens in seen)
+    assert splits["test"]["label"] == [0, 1]  # the release's test reviews, which selection never sees
 
 
 def test_text_empty_review_is_named(tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""How a trial ended, stored with the trial at once and told to Optuna later (``studies.engine.ledger``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from reports.results.names import INFEASIBLE
+from studies.engine.sampler import tell_infeasible
+
+ENDING_ATTRIBUTE = "ending"  # user attribute: how a trial ended, stored at once; Optuna is told when it falls into a view
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a trial ended, as Optuna will be told.
+
+    Attributes:
+        state: COMPLETE, PRUNED or FAIL.
+        values: The objective values of a COMPLETE trial.
+        infeasible: Why the configuration cannot train (told as infeasible, ``tell_infeasible``).
+    """
+
+    state: TrialState
+    values: tuple[float, ...] | None = None
+    infeasible: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """What the progress line and the summary count it as."""
+        return INFEASIBLE if self.infeasible else self.state.name
+
+    def attribute(self) -> dict[str, Any]:
+        """Plain data for the trial's ``ending`` attribute."""
+        return {
+            "state": self.state.name,
+            "values": None if self.values is None else list(self.values),
+            "infeasible": self.infeasible,
+        }
+
+    @classmethod
+    def of(cls, attribute: Mapping[str, Any]) -> Ending:
+        """The ending an ``ending`` attribute records."""
+        values = attribute.get("values")
+        return cls(TrialState[attribute["state"]], None if values is None else tuple(values), attribute.get("infeasible"))
+
+    def tell(self, study: optuna.Study, trial: optuna.Trial) -> None:
+        """Tell Optuna how ``trial``, a running trial of ``study``, ended."""
+        if self.infeasible:
+            tell_infeasible(study, trial, self.infeasible)
+        else:
+            study.tell(trial, None if self.values is None else list(self.values), state=self.state)
