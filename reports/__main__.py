@@ -20,7 +20,15 @@ import optuna
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.html import compare_html, report_html
 from reports.images import write_images
-from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, masked_url, open_storage, resolve_storage_url
+from storage import (
+    DEFAULT_STORAGE_URL,
+    STORAGE_URL_VARIABLE,
+    StorageURLError,
+    masked_url,
+    open_storage,
+    resolve_storage_url,
+    store_files,
+)
 from trainers.naming import unknown_name_message
 from trainers.outputs import REPORTS_DIR, write_atomically
 
@@ -69,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one study name, or 'compare' and several")
     output = args.output or (REPORTS_DIR / "compare.html" if comparing else report_path(names[0]))
     try:
-        check_writable_file(output, "-o")
+        url = resolve_storage_url(args.storage)
+        check_writable_file(output, "-o", keep=store_files(url))
         if args.png:
             check_writable_dir(args.png, "--png")
-        url = resolve_storage_url(args.storage)
         storage = open_storage(url, read_only=True)
         studies = [_load(storage, url, name) for name in names]
     except (StorageURLError, LookupError, OutputPathError) as error:

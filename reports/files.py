@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from trainers.outputs import REPORTS_DIR
@@ -30,15 +31,28 @@ def _nearest_existing(path: Path) -> Path:
     return next(candidate for candidate in (path, *path.parents) if candidate.exists())
 
 
-def check_writable_file(path: Path, option: str) -> None:
-    """Check that ``path`` can be written (created, with its folders, or replaced), changing nothing.
+def check_writable_file(path: Path, option: str, keep: Iterable[Path] = ()) -> None:
+    """Check that ``path`` can be written (created, with its folders, or replaced), changing nothing,
+    and that writing it destroys nothing: it is none of the ``keep`` files (a store's, however
+    the path names it: links, ``..``, relative or absolute) and nothing but a regular file.
 
     Raises:
-        OutputPathError: it is a folder, or its nearest existing folder is not one this
-            user can write (named with ``option``).
+        OutputPathError: it is a folder, a link, a device or other non-regular file, one of the
+            ``keep`` files, or its nearest existing folder is not one this user can write
+            (named with ``option``).
     """
     if path.is_dir():
         raise OutputPathError(f"{option} {path} is a folder: give a file path")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OutputPathError(
+            f"{option} {path} is not a regular file (a link, a device or a pipe): give the path of a new or regular file"
+        )
+    target = path.resolve()
+    for kept in keep:
+        if target == kept.resolve() or (path.exists() and kept.exists() and os.path.samefile(path, kept)):
+            raise OutputPathError(
+                f"{option} {path} is the store's file {kept}: writing there would destroy the store; give another path"
+            )
     _check_folder(path.parent, option, path)
 
 

@@ -82,16 +82,18 @@ def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str
         rows.append(
             {
                 "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
-                **{k: knob_text(row.get(k)) for k in knobs},
                 "headline (fresh seeds, 95% CI)": headline_figure(row, measured),
                 f"search run ({measured.label})": f"{number(row['search_value'])} (trial {row['number']})",
+                **{k: knob_text(row.get(k)) for k in knobs},
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
                 "parameters": knob_text(row["parameters"]),
                 "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
                 "trials": ", ".join(map(str, row["numbers"])),
             }
         )
-    return pd.DataFrame(rows).to_html(index=False, escape=True, na_rep="")
+    table = pd.DataFrame(rows)
+    table = table.loc[:, (table != "").any()]  # a knob no configuration here sets is no column
+    return table.to_html(index=False, escape=True, na_rep="")
 
 
 def report_html(
@@ -116,9 +118,9 @@ def report_html(
     front_numbers = set(searched[family_fronts(searched)]["number"]) if not searched.empty else set()
     name = study.study_name
     figures = {
-        "pareto-figure": pareto_figure(frame, FLOPS, f"{what} against forward FLOPs per example"),
-        "pareto-parameters": pareto_figure(frame, "parameters", f"{what} against parameters"),
-        "pareto-time": pareto_figure(frame, SECONDS_PER_1K, f"{what} against measured training time"),
+        "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example"),
+        "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters"),
+        "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time"),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
         "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers)), measured.label),
     }
@@ -136,8 +138,8 @@ def report_html(
 <p class="headline">{html.escape(answer.sentence)}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>
-<p>One colour and one front per family; crosses: the baseline family (dashed front); open markers: stopped early.
-Hover a point for every knob and cost.</p>
+<p>The search runs (seed repeats are in the table below): one colour and one front per family; crosses: the
+baseline family (dashed front); open markers: stopped early. Hover a point for every knob and cost.</p>
 {divs["pareto-figure"]}{divs["pareto-parameters"]}{divs["pareto-time"]}
 <h2>Knob effects</h2>{divs["knob-effects"]}
 <h2>Learning curves</h2>{divs["learning-curves"]}

@@ -13,6 +13,7 @@ from storage.factory import (
     resolve_storage_url,
     single_writer,
     sqlite_path,
+    store_files,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "resolve_storage_url",
     "single_writer",
     "sqlite_path",
+    "store_files",
 ]

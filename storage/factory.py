@@ -25,6 +25,8 @@ from sqlalchemy.engine import URL, make_url
 
 STORE_FILE = Path("runs") / "optuna.db"  # the default SQLite store, in the runs folder (trainers.outputs.RUNS_DIR)
 DEFAULT_STORAGE_URL = f"sqlite:///{STORE_FILE}"
+SQLITE_SIDECARS = ("-journal", "-wal", "-shm")  # files SQLite keeps beside a database
+WRITER_LOCK_SUFFIX = ".writer-lock"  # ``single_writer``'s lock file, beside the database
 STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
 CONNECT_TIMEOUT_S = 10
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")
@@ -142,7 +144,7 @@ def single_writer(url: str) -> Iterator[None]:
         yield
         return
     # Next to the database's real file: every path to it (symbolic links too) meets the same lock.
-    path = database.with_name(database.name + ".writer-lock")
+    path = database.with_name(database.name + WRITER_LOCK_SUFFIX)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")  # noqa: SIM115 (closed below)
@@ -198,6 +200,19 @@ def sqlite_path(url: str) -> Path | None:
     """
     parsed = parse_storage_url(url)
     return Path(parsed.database).resolve() if parsed.get_backend_name() == "sqlite" else None
+
+
+def store_files(url: str) -> list[Path]:
+    """The files that make up a SQLite store, every symbolic link resolved: the database, its rollback
+    journal, write-ahead log and shared memory, and the writer lock (none for other databases).
+
+    Raises:
+        StorageURLError: see ``parse_storage_url``.
+    """
+    database = sqlite_path(url)
+    if database is None:
+        return []
+    return [database, *(database.with_name(database.name + suffix) for suffix in (*SQLITE_SIDECARS, WRITER_LOCK_SUFFIX))]
 
 
 def check_sqlite_store(path: Path, *, writing: bool) -> None:

@@ -141,9 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--repeat-seeds",
         type=int,
         metavar="K",
-        help="after the search, train each family's best configuration, and its best at or below the best MHA's "
-        "FLOPs, on K fresh seeds shared by the families; 0: none, and the verdict says it is uncorrected "
-        "(default: the preset's: smoke 2, quick 3, full 5)",
+        help="after the search, train the configurations the verdict compares (each family's best at matched "
+        "cost, the MHA it faces, each named point) on K fresh seeds shared by the families, judged on the test "
+        "split; 0: none, and the verdict says it is uncorrected (default: the preset's)",
     )
     parser.add_argument(
         "--precision",

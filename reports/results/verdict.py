@@ -204,9 +204,10 @@ def _sentence(comparison: Comparison, baseline_family: str) -> str:
     return (
         f"{what} {verb} {abs(difference):.{decimals}f} {measured.unit} ({values} {judged} over {over}; "
         f"95% CI {low:+.{decimals}f} to {high:+.{decimals}f} {unit}, {comparison.test.name}, "
-        f"Holm-adjusted p = {_p(comparison.adjusted_p)}: {significance})."
+        f"Holm-adjusted p {_p(comparison.adjusted_p)}: {significance})."
     )
 
 
 def _p(value: float) -> str:
-    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+    """A p-value as the verdict writes it: ``= 0.187``, or ``< 0.001``."""
+    return "< 0.001" if value < 0.001 else f"= {value:.3f}"

@@ -388,6 +388,10 @@ class Ledger:
             self.durations.append(float(last["wall_seconds"]))
         if "repeat_of" in self.open[number].user_attrs:
             self._tell(number)
+        self._tell_all_if_finished()
+
+    def _tell_all_if_finished(self) -> None:
+        """At the run's end (nothing more to ask, nothing running), tell Optuna every ending still held."""
         if self.asked >= self.total and set(self.open) == set(self.ended):
             for pending in sorted(self.ended):
                 self._tell(pending)
@@ -438,7 +442,12 @@ class Ledger:
         return queued_again
 
     def done(self) -> bool:
-        """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry)."""
+        """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry).
+
+        Other drivers may have taken the rest of the budget since this run's last trial ended:
+        its endings are told here then, or they would hold every driver's next views back.
+        """
+        self._tell_all_if_finished()
         return not self.open and self.asked >= self.total
 
     def finished_count(self) -> int:

@@ -16,6 +16,7 @@ from storage import (
     check_sqlite_store,
     resolve_storage_url,
     sqlite_path,
+    store_files,
 )
 from studies.catalogue.schema import Preset, Study
 from studies.catalogue.tasks import Task
@@ -188,7 +189,7 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     if (database := sqlite_path(url)) is not None:
         check_sqlite_store(database, writing=True)
     if options.report is not None:
-        check_writable_file(options.report, "--report")
+        check_writable_file(options.report, "--report", keep=store_files(url))
     else:
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
