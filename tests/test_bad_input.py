@@ -28,9 +28,13 @@ SECRET = "Pw-7c4f9e"  # must never appear in any message
 
 
 def _tree(root: Path) -> dict[str, str]:
-    """Every file and folder under ``root`` with a digest of its bytes (folders: '/')."""
+    """Every file and folder under ``root`` with a digest of its bytes (folders: '/', pipes: '|', never read)."""
     return {
-        str(path.relative_to(root)): "/" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        str(path.relative_to(root)): "/"
+        if path.is_dir()
+        else "|"
+        if path.is_fifo()
+        else hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
     }
 
