@@ -172,6 +172,24 @@ def read_imdb_split(directory: Path) -> tuple[list[bytes], list[int]]:
     return texts, labels
 
 
+# What a CIFAR-10 python batch may reconstruct: numpy arrays and dtypes, nothing else. Pickle runs
+# any callable a file names, so a crafted "batch" could run code: every other name is refused.
+_CIFAR_GLOBALS = {
+    (module, name)
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray")
+    for name in ("_reconstruct", "scalar")
+} | {("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that builds dicts, lists, bytes, numbers and numpy arrays, and refuses any other callable."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"refused to load {module}.{name}: a data file may hold arrays, never code")
+        return super().find_class(module, name)
+
+
 def read_cifar10_batch(path: Path) -> tuple[np.ndarray, list[int]]:
     """One CIFAR-10 python batch.
 
@@ -183,7 +201,7 @@ def read_cifar10_batch(path: Path) -> tuple[np.ndarray, list[int]]:
     """
     try:
         with path.open("rb") as handle:
-            batch = pickle.load(handle, encoding="bytes")
+            batch = _ArraysOnly(handle, encoding="bytes").load()
         data, labels = np.asarray(batch[b"data"]), list(batch[b"labels"])
     except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as error:
         raise DataFileError(f"{path}: not a CIFAR-10 python batch (a dict with b'data' and b'labels'): {error!r}") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -114,3 +116,26 @@ def test_pathfinder_wrong_image_size_names_the_image(tmp_path: Path) -> None:
     Image.fromarray(np.zeros((16, 16), dtype=np.uint8), mode="L").save(base / "imgs" / "0" / "sample_1.png")
     with pytest.raises(DataFileError, match=r"sample_1.png: expected a 32x32 image, found 16x16"):
         pathfinder_release(tmp_path, cache_dir=tmp_path / "cache")
+
+
+class _RunsACommand:
+    """What a crafted "batch" pickles: unpickling it calls ``os.system`` (or any callable it names)."""
+
+    def __init__(self, call, argument: str) -> None:
+        self.call, self.argument = call, argument
+
+    def __reduce__(self):
+        return self.call, (self.argument,)
+
+
+@pytest.mark.parametrize("call", [os.system, eval], ids=["os.system", "builtins.eval"])
+def test_image_batches_never_run_code_from_the_files(tmp_path: Path, call) -> None:
+    """A CIFAR batch is data: a pickle that names any callable but numpy's array builders is refused, unrun."""
+    write_cifar(tmp_path, 3, np.random.default_rng(0))
+    marker = tmp_path / "ran"
+    argument = f"touch {marker}" if call is os.system else f"open({str(marker)!r}, 'w')"
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    batch.write_bytes(pickle.dumps({b"data": _RunsACommand(call, argument), b"labels": [1, 2, 3]}))
+    with pytest.raises(DataFileError, match=r"data_batch_1: not a CIFAR-10 python batch .*refused to load .*never code"):
+        image_release(tmp_path, cache_dir=tmp_path / "cache")
+    assert not marker.exists()
