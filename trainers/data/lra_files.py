@@ -175,9 +175,7 @@ def read_imdb_split(directory: Path) -> tuple[list[bytes], list[int]]:
 # What a CIFAR-10 python batch may reconstruct: numpy arrays and dtypes, nothing else. Pickle runs
 # any callable a file names, so a crafted "batch" could run code: every other name is refused.
 _CIFAR_GLOBALS = {
-    (module, name)
-    for module in ("numpy.core.multiarray", "numpy._core.multiarray")
-    for name in ("_reconstruct", "scalar")
+    (module, name) for module in ("numpy.core.multiarray", "numpy._core.multiarray") for name in ("_reconstruct", "scalar")
 } | {("numpy", "ndarray"), ("numpy", "dtype")}
 
 
