@@ -103,7 +103,7 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
         for _, candidate, baseline in compared
     ]
     adjusted = iter(_holm_per_pair(compared, tests))
-    measured = quality(configs) if not configs.empty else quality(frame)
+    measured = quality(frame)
     sentences, comparisons = [], []
     for (pairing, candidate, baseline), test, adjusted_p in zip(compared, tests, adjusted, strict=True):
         if candidate is None or baseline is None:

@@ -148,7 +148,8 @@ class Ledger:
         with self.ask_lock():  # count and ask as one step among all drivers of the study
             waiting = queued(self.study)
             if not waiting and trials_counted(self.study) >= self.budget:
-                self.total = self.asked  # other drivers took the rest
+                self.total = self.asked  # other drivers took the rest: this run's held endings are due now
+                self._tell_all_if_finished()
                 return None
             number = waiting[0].number if waiting else len(self.study.get_trials(deepcopy=False))
             repeat = bool(waiting) and "repeat_of" in waiting[0].user_attrs
@@ -391,7 +392,9 @@ class Ledger:
         self._tell_all_if_finished()
 
     def _tell_all_if_finished(self) -> None:
-        """At the run's end (nothing more to ask, nothing running), tell Optuna every ending still held."""
+        """At the run's end (nothing more to ask, nothing running), tell Optuna every ending still held:
+        held longer, they would hold every driver's next views back. The end comes when this run's last
+        trial ends (``_ended``) or when other drivers take the rest of the budget (``ask``)."""
         if self.asked >= self.total and set(self.open) == set(self.ended):
             for pending in sorted(self.ended):
                 self._tell(pending)
@@ -442,12 +445,7 @@ class Ledger:
         return queued_again
 
     def done(self) -> bool:
-        """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry).
-
-        Other drivers may have taken the rest of the budget since this run's last trial ended:
-        its endings are told here then, or they would hold every driver's next views back.
-        """
-        self._tell_all_if_finished()
+        """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry)."""
         return not self.open and self.asked >= self.total
 
     def finished_count(self) -> int:
