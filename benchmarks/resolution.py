@@ -8,7 +8,7 @@
     single run's 95% Wilson interval for the predictions its accuracy counts (the trial's
     ``val_count``: examples, or for MQAR the queried positions; accuracy studies only).
 
-    python -m benchmarks.resolution lra_sharing-quick-v5                 # the default store
+    python -m benchmarks.resolution lra_sharing-quick-v6                 # the default store
     python -m benchmarks.resolution NAME --storage sqlite:///path/to/store.db
 """
 

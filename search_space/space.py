@@ -164,6 +164,42 @@ class SearchSpace:
                 values[name] = knob.domain.suggest(trial, name)
         return values
 
+    def configurations(self, given: Mapping[str, Value] | None = None) -> list[dict[str, Value]]:
+        """Every configuration ``suggest`` can return, in a fixed order: each searched knob's
+        values in its domain's order, the knobs in sampling order, conditions applied as
+        ``suggest`` applies them. Combinations the rules forbid are left out.
+
+        Args:
+            given: Values that are not enumerated (a family's, a named point's); they count
+                for the conditions and the rules, and are part of each configuration.
+
+        Returns:
+            The configurations, ``given`` values included.
+
+        Raises:
+            SearchSpaceError: an active searched knob with a range domain (it has no finite grid).
+        """
+        given = dict(given or {})
+        partial: list[dict[str, Value]] = [{}]
+        for name in self.searched:
+            knob, grown = self.knobs[name], []
+            for values in partial:
+                if name in given or not knob.active(self.defaults() | given | values):
+                    grown.append(values)
+                elif isinstance(knob.domain, Choice):
+                    grown.extend(values | {name: value} for value in knob.domain.values)
+                else:
+                    raise SearchSpaceError(f"knob {name!r} ranges over {knob.domain.describe()}: it has no finite grid")
+            partial = grown
+        allowed = []
+        for values in partial:
+            try:
+                self.resolve(values, beyond_domains=given)
+            except SearchSpaceError:
+                continue
+            allowed.append(given | values)
+        return allowed
+
     def defaults(self) -> dict[str, Value]:
         """Every knob's default value."""
         return {name: knob.default for name, knob in self.knobs.items()}

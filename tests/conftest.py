@@ -35,7 +35,7 @@ def local_ray():
     ray.shutdown()
 
 
-SMOKE_STUDY = "lra_sharing-smoke-v5"
+SMOKE_STUDY = "lra_sharing-smoke-v6"
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ SCORE = "score"  # frame column: the study's first objective, signed so that lar
 INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
 POINT_ATTRIBUTE = "point"  # user attribute: the named point a trial trains (``studies.catalogue.schema.NamedPoint``)
 POINT_VALUES_ATTRIBUTE = "point_values"  # user attribute: that point's knob values, which are no Optuna params
+SEED_INDEX_ATTRIBUTE = "seed_index"  # user attribute: which run of its configuration an exhaustive preset's trial is
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
@@ -39,6 +40,7 @@ ATTRIBUTE_COLUMNS = (
     "repeat_of",
     "repeat_index",
     POINT_ATTRIBUTE,
+    SEED_INDEX_ATTRIBUTE,
 )
 
 

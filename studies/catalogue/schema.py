@@ -31,7 +31,8 @@ class Preset:
         fixed: Values of model knobs the study does not search (e.g. ``num_layers``); training
             settings belong in ``train``.
         domains: Narrowed domains of searched knobs.
-        trials: Default number of trials, baselines included.
+        trials: Default number of trials, baselines included (an exhaustive preset's table's size,
+            which a run counts itself: ``Study.exhaustive_grid``).
         cpus_per_trial, gpus_per_trial: Default resources of one trial.
         grace_steps: Steps a trial runs before early stopping may stop it.
         repeat_seeds: Fresh seeds each family's best configurations get after the search
@@ -39,6 +40,11 @@ class Preset:
         parallel_trials: Trials that run at once (fewer where the machine fits fewer). The
             run's decisions do not depend on it being reached, nor on the order trials end:
             see ``decision_lag``.
+        exhaustive_seeds: 0: the sampler chooses each searched trial's configuration. ``k`` > 0:
+            no sampler and no early stopping; every configuration of each family's space (its
+            named points' too) trains ``k`` times, the ``i``-th time on a seed shared by every
+            configuration's ``i``-th run, families in turn, each seed's pass over the whole space
+            before the next (a truth table: ``benchmarks.truth``). ``trials`` is then the table's size.
     """
 
     name: str
@@ -53,6 +59,7 @@ class Preset:
     grace_steps: int = 1
     repeat_seeds: int = 3
     parallel_trials: int = 2
+    exhaustive_seeds: int = 0
 
     def __post_init__(self) -> None:
         """Training settings live in ``train`` alone (one source per setting)."""
@@ -111,6 +118,29 @@ class NamedPoint:
     label: str
     family: str
     values: Mapping[str, Value]
+
+
+@dataclass(frozen=True)
+class GridEntry:
+    """One trial of an exhaustive preset: a family's configuration and which of its seeds.
+
+    Attributes:
+        family: The family it belongs to.
+        configuration: Every searched knob it sets (a named point's own values too).
+        point: The named point it trains, or None.
+        seed_index: Which of the configuration's runs (0, 1, ...).
+    """
+
+    family: Family
+    configuration: Mapping[str, Value]
+    point: NamedPoint | None = None
+    seed_index: int = 0
+
+    def params(self, searched: tuple[str, ...]) -> dict[str, Value]:
+        """Its sampler parameters: the searched knobs it sets, less a named point's own values
+        (recorded beside them, as a sampled trial of the point records them)."""
+        own = set(self.point.values) if self.point else set()
+        return {name: value for name, value in self.configuration.items() if name in searched and name not in own}
 
 
 @dataclass(frozen=True)
@@ -196,6 +226,30 @@ class Study:
                 values = {family.values[name] for family in self.families}
                 domains[name] = Choice(tuple(value for value in domain.values if value in values))
         return domains
+
+    def exhaustive_grid(self, space: SearchSpace, seeds: int) -> list[GridEntry]:
+        """The trials of an exhaustive preset (``Preset.exhaustive_seeds``), in the order they train.
+
+        Seed ``i``'s pass comes before seed ``i + 1``'s; within a pass the families take turns,
+        one configuration each, each family's named points first (``SearchSpace.configurations``
+        gives every family's order).
+
+        Args:
+            space: The preset's space (``space_for``, narrowed by the user's ``--fix``).
+            seeds: Runs of each configuration.
+        """
+        queues: list[list[GridEntry]] = []
+        for family in self.families:
+            entries = [
+                GridEntry(family, configuration, point)
+                for point in self.points
+                if point.family == family.label
+                for configuration in space.configurations(dict(family.values) | dict(point.values))
+            ]
+            entries += [GridEntry(family, configuration) for configuration in space.configurations(family.values)]
+            queues.append(entries)
+        one_pass = [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
+        return [replace(entry, seed_index=index) for index in range(seeds) for entry in one_pass]
 
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""

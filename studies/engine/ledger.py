@@ -31,13 +31,29 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
+from reports.results.frame import configuration_key
+from reports.results.names import (
+    INFEASIBLE,
+    INFEASIBLE_ATTRIBUTE,
+    POINT_ATTRIBUTE,
+    POINT_VALUES_ATTRIBUTE,
+    SEED_INDEX_ATTRIBUTE,
+)
 from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from studies.catalogue.schema import Family, Preset, Study
+from studies.catalogue.schema import Family, GridEntry, Preset, Study
 from studies.engine.endings import ENDING_ATTRIBUTE, Ending
 from studies.engine.failures import failure_of
-from studies.engine.queue import COUNTED_STATES, PlannedTrial, enqueue, queued, retry, trial_id, trials_counted
+from studies.engine.queue import (
+    COUNTED_STATES,
+    MAX_RETRIES,
+    PlannedTrial,
+    enqueue,
+    queued,
+    retry,
+    trial_id,
+    trials_counted,
+)
 from studies.engine.sampler import tell_infeasible
 from trainers.config import ModelConfig
 from trainers.train import TrainConfig, compile_cache_dir
@@ -66,6 +82,7 @@ COST_ATTRIBUTES = (
 )
 MAX_RESAMPLES = 50
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
+TABLE_SEEDS_FROM = 80_000  # an exhaustive table's run i of every configuration: seed * 100_000 + TABLE_SEEDS_FROM + i
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
@@ -132,6 +149,7 @@ class Ledger:
         self.durations: list[float] = []
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
         self.best_value: float | None = None  # of the objective, over this run's complete trials
+        self.grid = definition.exhaustive_grid(space, preset.exhaustive_seeds) if preset.exhaustive_seeds else []
 
     def remaining(self) -> int:
         """Trials left to ask: the store's queue, then searched trials up to the budget."""
@@ -147,13 +165,13 @@ class Ledger:
             return None
         with self.ask_lock():  # count and ask as one step among all drivers of the study
             waiting = queued(self.study)
-            if not waiting and trials_counted(self.study) >= self.budget:
+            if not waiting and (trials_counted(self.study) >= self.budget or (self.grid and self._next_entry() is None)):
                 self.total = self.asked  # other drivers took the rest: this run's held endings are due now
                 self._tell_all_if_finished()
                 return None
             number = waiting[0].number if waiting else len(self.study.get_trials(deepcopy=False))
-            repeat = bool(waiting) and "repeat_of" in waiting[0].user_attrs
-            if not self._settled_before(number - self.lag) and not repeat:
+            decides = not self.grid and not (waiting and "repeat_of" in waiting[0].user_attrs)  # the sampler's trials
+            if decides and not self._settled_before(number - self.lag):
                 self._waiting_since = self._waiting_since or time.monotonic()
                 return None  # Ray Tune asks again; a trial of the view is still running
             if self._waiting_since is not None:
@@ -184,15 +202,48 @@ class Ledger:
         proposes the rest (none of a named point's own knobs).
         """
         if not queued(self.study):
-            family = self._next_family()
-            planned = PlannedTrial(params=family.values, family=family.label, baseline=family.baseline)
-            enqueue(self.study, self._with_point_due(planned))
+            enqueue(self.study, self._next_planned())
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
         self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
         self.view_ends[trial.number] = trial.number - self.lag
         return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
+
+    def _next_planned(self) -> PlannedTrial:
+        """The next searched trial: an exhaustive preset's next table entry (``_next_entry``), or the
+        next family's trial (its named point, the first time) for the sampler to fill in."""
+        if self.grid:
+            entry = self._next_entry()
+            if entry is None:  # every entry trained: the resamples of a rejected last one end here
+                raise SearchSpaceError("the exhaustive table is whole, but a trial was asked")
+            point = entry.point
+            return PlannedTrial(
+                params=entry.params(self.space.searched),
+                family=entry.family.label,
+                baseline=entry.family.baseline,
+                point=point and point.label,
+                point_values=point and point.values,
+                seed_index=entry.seed_index,
+            )
+        family = self._next_family()
+        return self._with_point_due(PlannedTrial(params=family.values, family=family.label, baseline=family.baseline))
+
+    def _next_entry(self) -> GridEntry | None:
+        """The first table entry (``Study.exhaustive_grid``) that no trial of the store trains or trained,
+        or None. A trial counts for its entry unless it failed with a retry to come."""
+        trained: Counter = Counter()
+        for trial in self.study.get_trials(deepcopy=False):
+            index = trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)
+            if index is not None and (trial.state != TrialState.FAIL or int(trial.user_attrs.get("attempt", 0)) >= MAX_RETRIES):
+                trained[(trial.user_attrs.get(POINT_ATTRIBUTE), configuration_key(trial.params), index)] += 1
+        for entry in self.grid:
+            key = (entry.point and entry.point.label, configuration_key(entry.params(self.space.searched)), entry.seed_index)
+            if trained[key]:
+                trained[key] -= 1
+            else:
+                return entry
+        return None
 
     def _settled_before(self, limit: int) -> bool:
         """Tell Optuna the endings of this driver's trials numbered below ``limit``, in order; True when
@@ -223,7 +274,7 @@ class Ledger:
             True if it stops here.
         """
         trial = self.open.get(number)
-        if trial is None or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
+        if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
             return False
         judged = self.judged.setdefault(number, set())
         rungs = [rung for rung in self._rungs() if rung <= step and rung not in judged]
@@ -298,8 +349,7 @@ class Ledger:
             training: Its training settings (``Preset.training``: the preset's, with the training knobs it sets).
             ray_trial_id: Ray Tune's id of the trial.
         """
-        index = trial.user_attrs.get("repeat_index")  # a fresh seed shared by every configuration's k-th repeat
-        train = asdict(training) | {"seed": self.seed * 100_000 + (trial.number if index is None else FRESH_SEEDS_FROM + index)}
+        train = asdict(training) | {"seed": self.seed * 100_000 + _seed_offset(trial)}
         model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
         attributes = self.run_attributes | {
             "seed": train["seed"],
@@ -387,7 +437,7 @@ class Ledger:
         self.finished[ending.outcome] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
-        if "repeat_of" in self.open[number].user_attrs:
+        if self.grid or "repeat_of" in self.open[number].user_attrs:  # decides nothing: told at once
             self._tell(number)
         self._tell_all_if_finished()
 
@@ -450,6 +500,16 @@ class Ledger:
 
     def finished_count(self) -> int:
         return sum(self.finished.values())
+
+
+def _seed_offset(trial: optuna.Trial) -> int:
+    """Trial ``n``'s seed, less the run's: ``n``; a seed shared by every configuration's ``k``-th
+    seed repeat, or by every configuration's ``i``-th run in an exhaustive table."""
+    if (repeat := trial.user_attrs.get("repeat_index")) is not None:
+        return FRESH_SEEDS_FROM + repeat
+    if (index := trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)) is not None:
+        return TABLE_SEEDS_FROM + index
+    return trial.number
 
 
 def _value_at(trial: FrozenTrial, rung: int) -> float | None:

@@ -163,7 +163,12 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     preset = replace(preset, task=_task_with_files(preset.task, options.data_dir))
     space, fix_unsearched = pinned_space(study, preset, options.fix)
     url = resolve_storage_url(options.storage)
-    trials = options.trials if options.trials is not None else preset.trials
+    if options.trials is not None:
+        trials = options.trials
+    elif preset.exhaustive_seeds:  # the whole table, as --fix narrowed it
+        trials = len(study.exhaustive_grid(space, preset.exhaustive_seeds))
+    else:
+        trials = preset.trials
     if trials < len(study.families):
         labels = ", ".join(family.label for family in study.families)
         raise StudyOptionError(

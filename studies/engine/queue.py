@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE
+from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import Value
 from studies.engine.endings import ENDING_ATTRIBUTE, Ending
 
@@ -46,6 +46,8 @@ class PlannedTrial:
         attempt: How many times its configuration failed and was retried before.
         point: The label of the study's named point it trains (``studies.catalogue.schema.NamedPoint``).
         point_values: The point's knob values, outside the sampler's parameters.
+        seed_index: Which of its configuration's runs an exhaustive preset's trial is
+            (``studies.catalogue.schema.GridEntry``): run ``i`` of every configuration trains on the same seed.
     """
 
     params: Mapping[str, Value]
@@ -57,6 +59,7 @@ class PlannedTrial:
     attempt: int = 0
     point: str | None = None
     point_values: Mapping[str, Value] | None = None
+    seed_index: int | None = None
 
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
@@ -68,6 +71,7 @@ class PlannedTrial:
             "attempt": self.attempt or None,
             POINT_ATTRIBUTE: self.point,
             POINT_VALUES_ATTRIBUTE: None if self.point_values is None else dict(self.point_values),
+            SEED_INDEX_ATTRIBUTE: self.seed_index,
         }
         return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
 
@@ -85,6 +89,7 @@ class PlannedTrial:
             attempt=int(attributes.get("attempt", 0)),
             point=attributes.get(POINT_ATTRIBUTE),
             point_values=attributes.get(POINT_VALUES_ATTRIBUTE),
+            seed_index=attributes.get(SEED_INDEX_ATTRIBUTE),
         )
 
 

@@ -79,7 +79,8 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun) 
             "trials_per_family": run.trials / len(families),
             "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
             "steps_per_trial": preset.train.steps,
-            "early_stopping_grace_steps": preset.grace_steps,
+            "early_stopping_grace_steps": None if preset.exhaustive_seeds else preset.grace_steps,
+            "exhaustive_seeds": preset.exhaustive_seeds or None,
         },
     )
     optuna_study.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})

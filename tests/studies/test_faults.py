@@ -26,7 +26,7 @@ from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
 from tests.processes import kill_tree, wait_for_training_worker
 
-STUDY = "lra_sharing-smoke-v5-num_layers=6"  # six layers: trials long enough to be caught mid-training
+STUDY = "lra_sharing-smoke-v6-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
 
 def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:

@@ -1,0 +1,122 @@
+"""An exhaustive preset (a truth table): every configuration of the space, each seed's pass in turn,
+on seeds shared across configurations, never stopped early, resumed where a run left off."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ray.exceptions import ActorDiedError
+
+from reports.results.frame import configuration_key
+from search_space.knobs import KNOBS, RULES
+from search_space.space import Choice, Range, SearchSpace, SearchSpaceError
+from studies.catalogue import LRA_SHARING
+from studies.catalogue.schema import choices
+from studies.engine.ledger import TABLE_SEEDS_FROM, Ledger
+from tests.studies.test_ledger import PRESET, make_ledger, report
+
+TABLE = replace(
+    PRESET,
+    name="table",
+    domains=choices(
+        d_model=(32,), num_heads=(2, 4), sharing=("stack",), metric_rank=(4,), generator_depth=(0, 1), learning_rate=(1e-3,)
+    ),
+    repeat_seeds=0,
+    exhaustive_seeds=2,
+)
+# MHA: 2 head counts; DAMCHA (paper): the authors' configuration at 2 head counts, then 2 x 2;
+# DAMCHA (cross): 2 x 2. Each twice.
+TABLE_SIZE = 2 * (2 + 2 + 4 + 4)
+
+
+def table_ledger(tmp_path: Path, budget: int = TABLE_SIZE) -> Ledger:
+    return make_ledger(tmp_path, [], budget, preset=TABLE)
+
+
+def train_all(ledger: Ledger, fail_first: bool = False) -> list[dict]:
+    """Ask until the ledger has nothing left; every trial ends complete (the first dies once when ``fail_first``)."""
+    asked = []
+    while (config := ledger.ask(f"ray-{len(asked)}")) is not None:
+        asked.append(config)
+        if fail_first and len(asked) == 1:
+            died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+            ledger.finish(config["number"], report(20), died, ActorDiedError())
+            continue
+        assert not ledger.stops(config["number"], 40, 0.0)  # the worst value at a rung: never stopped
+        ledger.finish(config["number"], report(60, final=True), None)
+    return asked
+
+
+def table_rows(ledger: Ledger) -> Counter:
+    """(point, configuration, seed index) of every complete trial, counted."""
+    return Counter(
+        (t.user_attrs.get("point"), configuration_key(t.params), t.user_attrs["seed_index"])
+        for t in ledger.study.get_trials()
+        if t.state.name == "COMPLETE"
+    )
+
+
+def test_the_space_lists_every_configuration_the_sampler_could_choose_and_no_forbidden_one() -> None:
+    space = SearchSpace(knobs=KNOBS, searched=("attention", "metric_mode", "metric_form"), rules=RULES)
+    damcha = space.configurations({"attention": "damcha"})
+    forms = KNOBS["metric_form"].domain.values
+    assert {(c["metric_mode"], c["metric_form"]) for c in damcha} == {
+        (mode, form) for mode in KNOBS["metric_mode"].domain.values for form in forms if mode != "rowsum" or form == "bilinear"
+    }  # rowsum is bilinear only (the rule)
+    assert space.configurations({"attention": "mha"}) == [{"attention": "mha"}]  # DAMCHA's knobs do not exist for MHA
+    ranged = space.narrowed({"metric_form": Choice(forms)})
+    ranged = replace(ranged, knobs=dict(ranged.knobs) | {"metric_mode": replace(KNOBS["metric_mode"], domain=Range(0, 1))})
+    with pytest.raises(SearchSpaceError, match="metric_mode.*no finite grid"):
+        ranged.configurations({"attention": "damcha"})
+
+
+def test_every_configuration_trains_once_per_seed_on_seeds_shared_across_configurations(tmp_path: Path) -> None:
+    ledger = table_ledger(tmp_path)
+    asked = train_all(ledger)
+    assert len(asked) == TABLE_SIZE == len(LRA_SHARING.exhaustive_grid(ledger.space, 2))
+    rows = table_rows(ledger)
+    assert len(rows) == TABLE_SIZE and set(rows.values()) == {1}  # each (configuration, seed) once
+    trials = ledger.study.get_trials()
+    first_pass = [t.user_attrs["seed_index"] for t in trials[: TABLE_SIZE // 2]]
+    assert first_pass == [0] * (TABLE_SIZE // 2)  # the whole space on one seed before the next
+    for trial in trials:
+        assert trial.user_attrs["seed"] == 3 * 100_000 + TABLE_SEEDS_FROM + trial.user_attrs["seed_index"]
+    assert Counter(t.user_attrs["family"] for t in trials[:6]) == Counter({"MHA": 2, "DAMCHA (paper)": 2, "DAMCHA (cross)": 2})
+    points = [t for t in trials if t.user_attrs.get("point") == "authors' configuration"]
+    assert len(points) == 4 and all(t.user_attrs["train_config"]["learning_rate"] == 3e-4 for t in points)  # their recipe
+
+
+def test_a_stopped_table_resumes_where_it_left_off_and_a_died_trial_is_retried_on_its_seed(tmp_path: Path) -> None:
+    first = table_ledger(tmp_path, budget=5)
+    train_all(first, fail_first=True)  # the retry of the died trial comes first in the queue
+    trials = first.study.get_trials()
+    died, retried = trials[0], [t for t in trials if t.user_attrs.get("retry_of") == 0]
+    assert died.state.name == "FAIL" and len(retried) == 1
+    assert retried[0].params == died.params and retried[0].user_attrs["seed"] == died.user_attrs["seed"]
+    resumed = Ledger(
+        first.study,
+        storage=first.storage,
+        definition=first.definition,
+        preset=TABLE,
+        space=first.space,
+        fix={},
+        seed=3,
+        run_attributes={},
+        cache_dir=str(tmp_path),
+        budget=TABLE_SIZE,
+    )
+    train_all(resumed)
+    rows = table_rows(resumed)
+    assert len(rows) == TABLE_SIZE and set(rows.values()) == {1}  # nothing twice, nothing missing
+    assert resumed.ask("more") is None
+
+
+def test_lra_sharing_table_trains_the_quick_preset_s_whole_space() -> None:
+    quick, table = LRA_SHARING.preset("quick"), LRA_SHARING.preset("table")
+    assert replace(table, name="quick", description=quick.description, trials=quick.trials) == replace(
+        quick, repeat_seeds=0, exhaustive_seeds=3
+    )  # the same task, training, fixed knobs and domains
+    assert table.trials == len(LRA_SHARING.exhaustive_grid(LRA_SHARING.space_for(table), 3))
