@@ -1,0 +1,223 @@
+"""The truth table as data: every configuration of a study's space trained on several seeds, one CSV
+row per trial, with its provenance beside it in JSON.
+
+A table is written from the store of an exhaustive preset (``Preset.exhaustive_seeds``: ``python -m
+studies.run lra_sharing --preset table``) and read back by ``load``. It is a benchmark in its own
+right: a sampler can be tested on it without training anything (``benchmarks.truth.replay``). The
+columns (``docs/truth.md`` says the same for readers):
+
+- ``family``, ``point``: the attention family's label; the named point the trial trains, or empty.
+- the knob columns (``Table.knobs``: ``attention``, ``metric_mode``, ``d_model``, ...): the
+  configuration, a named point's own values included; empty where a knob does not exist (MHA has
+  no metric rank).
+- ``seed_index``, ``seed``: which of the configuration's runs (0, 1, 2), and the seed it trained on;
+  run ``i`` of every configuration trains on the same seed (initial weights and batch order).
+- ``val_accuracy_at_<step>``: validation accuracy after each evaluation (the learning curve).
+- ``val_accuracy``, ``test_accuracy``: after the last step, on the validation split (what a study
+  selects on) and on the held-out test split (what its verdict judges on); ``val_loss``,
+  ``test_loss``, ``train_loss``.
+- ``flops_per_example`` (analytic forward FLOPs), ``parameters``, ``attention_parameters``,
+  ``peak_memory_bytes``, ``examples_per_s``, ``wall_seconds`` (the whole run, evaluations
+  included, on one CPU thread with another trial beside it), ``device``.
+- ``code_version``, ``finished``: the code that trained it and when it finished (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from reports.results.frame import configuration
+from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
+from search_space.space import Value
+from trainers.outputs import write_atomically
+
+TABLES_DIR = Path(__file__).resolve().parent
+CURVE_PREFIX = "val_accuracy_at_"
+FINISHED_ATTRIBUTE = "table_finished"  # user attribute: when a trial added from a table first finished
+METRICS = ("val_accuracy", "test_accuracy", "val_loss", "test_loss", "train_loss")
+COSTS = (
+    "flops_per_example",
+    "parameters",
+    "attention_parameters",
+    "peak_memory_bytes",
+    "examples_per_s",
+    "wall_seconds",
+    "device",
+)
+TEXT_COLUMNS = ("family", "device", "code_version", "finished")
+PACKAGES = ("torch", "optuna", "ray", "numpy", "pandas", "datasets", "damcha-studies")
+
+
+class TableError(ValueError):
+    """A table file that cannot be read as one; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A truth table: its rows (one per trained trial) and its provenance.
+
+    Attributes:
+        rows: One row per trial (the module's columns).
+        provenance: The study, preset, space, seeds, training settings, code, packages and machine.
+    """
+
+    rows: pd.DataFrame
+    provenance: Mapping[str, Any]
+
+    @property
+    def knobs(self) -> list[str]:
+        """The knob columns, in the study's sampling order."""
+        return list(self.provenance["knobs"])
+
+    @property
+    def curve_steps(self) -> list[int]:
+        """The steps of the learning-curve columns."""
+        return sorted(int(column.removeprefix(CURVE_PREFIX)) for column in self.rows if column.startswith(CURVE_PREFIX))
+
+    def configuration_of(self, row: Mapping[str, Any]) -> tuple:
+        """A row's configuration as a hashable key: its family, point and knob values."""
+        return (row["family"], row["point"], *(row[name] for name in self.knobs))
+
+
+def table_path(store_name: str) -> Path:
+    """Where the table of a store's study is committed: ``benchmarks/truth/<study name>.csv``."""
+    return TABLES_DIR / f"{store_name}.csv"
+
+
+def rows_of(study: optuna.Study) -> pd.DataFrame:
+    """The table rows of an exhaustive preset's study: its trials that trained to the end.
+
+    Args:
+        study: An Optuna study whose trials carry ``seed_index`` (``Preset.exhaustive_seeds``).
+
+    Returns:
+        One row per complete trial, ordered by trial number; running, failed and infeasible
+        trials are not results and are left out. A trial added from a table keeps the time it
+        first finished (Optuna stamps the time it was added).
+    """
+    knobs = list(study.user_attrs.get("search_space", {}))
+    rows = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        attributes = trial.user_attrs
+        if SEED_INDEX_ATTRIBUTE not in attributes or INFEASIBLE_ATTRIBUTE in attributes:
+            continue
+        values = configuration(trial)
+        row = {"family": attributes.get("family"), "point": attributes.get(POINT_ATTRIBUTE)}
+        row |= {name: values.get(name) for name in knobs}
+        row |= {"seed_index": attributes[SEED_INDEX_ATTRIBUTE], "seed": attributes.get("seed")}
+        row |= {f"{CURVE_PREFIX}{step}": value for step, value in sorted(trial.intermediate_values.items())}
+        row |= {"val_accuracy": trial.values[0]} | {name: attributes.get(name) for name in METRICS[1:] + COSTS}
+        finished = attributes.get(FINISHED_ATTRIBUTE) or trial.datetime_complete.replace(tzinfo=UTC).isoformat(timespec="seconds")
+        row |= {"code_version": attributes.get("code_version"), "finished": finished}
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for name in ("point", *knobs):  # knob values keep their types (4, not 4.0; "full"); absent ones are None
+        if name in frame:
+            frame[name] = pd.Series([row[name] for row in rows], index=frame.index, dtype=object)
+    return frame
+
+
+def provenance_of(study: optuna.Study, rows: pd.DataFrame, command: str) -> dict[str, Any]:
+    """What a table was made from and on: the study's settings, the code and packages, the machine.
+
+    Args:
+        study: The exhaustive preset's study.
+        rows: Its rows (``rows_of``).
+        command: The command that builds (and resumes) the table.
+    """
+    attributes = study.user_attrs
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "study": study.study_name,
+        "command": command,
+        "question": attributes.get("question"),
+        "preset": attributes.get("preset"),
+        "task": attributes.get("task"),
+        "budget": attributes.get("budget"),
+        "search_space": attributes.get("search_space"),
+        "knobs": list(attributes.get("search_space", {})),
+        "seeds": "run i of every configuration trains on seed 80000 + i (--seed 0)",
+        "rows": len(rows),
+        "code_versions": sorted(set(rows["code_version"].dropna())) if len(rows) else [],
+        "first_finished": rows["finished"].min() if len(rows) else None,
+        "last_finished": rows["finished"].max() if len(rows) else None,
+        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+        "packages": versions,
+        "python": platform.python_version(),
+        "machine": {"platform": platform.platform(), "processor": _processor(), "cpus": os.cpu_count()},
+    }
+
+
+def write(rows: pd.DataFrame, provenance: Mapping[str, Any], path: Path) -> None:
+    """Write a table and its provenance (``path`` with ``.json``), each file whole or not at all."""
+    write_atomically(path, rows.to_csv(index=False))
+    write_atomically(path.with_suffix(".json"), json.dumps(provenance, indent=2, default=str) + "\n")
+
+
+def load(path: Path) -> Table:
+    """Read a table and its provenance.
+
+    Args:
+        path: The CSV file (its provenance is the ``.json`` beside it).
+
+    Raises:
+        TableError: a missing file, or one without the columns of a table.
+    """
+    try:
+        provenance = json.loads(path.with_suffix(".json").read_text())
+        rows = pd.read_csv(path, dtype=str, keep_default_na=False)  # every cell as written; typed below
+    except (OSError, ValueError) as error:
+        raise TableError(f"cannot read the table {path}: {error}") from None
+    knobs = provenance.get("knobs", [])
+    missing = [name for name in ("family", "point", "seed_index", *knobs, *METRICS[:2]) if name not in rows]
+    if missing:
+        raise TableError(f"{path} is not a truth table: it has no column {', '.join(missing)}")
+    for name in rows:
+        if name in ("point", *knobs):  # knob values keep their types: 4, 1e-3, "full"; None where absent
+            rows[name] = pd.Series([_value(cell) for cell in rows[name]], index=rows.index, dtype=object)
+        elif name not in TEXT_COLUMNS:
+            try:
+                rows[name] = pd.to_numeric(rows[name].replace("", None))
+            except ValueError as error:
+                raise TableError(f"{path}: column {name!r} holds a value that is not a number ({error})") from None
+    return Table(rows, provenance)
+
+
+def _value(cell: str) -> Value | None:
+    """A CSV cell as the knob value it was written from (None when empty)."""
+    if cell == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(cell)
+        except ValueError:
+            continue
+    return cell
+
+
+def _processor() -> str:
+    """The CPU model (``/proc/cpuinfo``'s model name where there is one)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
