@@ -15,6 +15,7 @@ at most the trials it was training: re-running the same command trains the rest.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,7 +64,6 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
     """
     space = definition.space_for(definition.preset(PRESET))
     held = {table.configuration_of(row) + (row["seed_index"],) for row in rows_of(optuna_study).to_dict("records")}
-    families = {family.label: family for family in definition.families}
     points = {point.label: point for point in definition.points}
     added = 0
     for row in table.rows.to_dict("records"):
@@ -74,7 +74,7 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
         params = {name: row[name] for name in table.knobs if row[name] is not None and name not in own}
         attributes: dict[str, Any] = {
             "family": row["family"],
-            "baseline": families[row["family"]].baseline,
+            "baseline": bool(row["baseline"]),
             "seed_index": int(row["seed_index"]),
             "seed": int(row["seed"]),
             IMPORTED_ATTRIBUTE: table_path(optuna_study.study_name).name,
@@ -93,7 +93,7 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
                 distributions={name: CategoricalDistribution(space.knobs[name].domain.values) for name in params},
                 values=[float(row["val_accuracy"]), float(row["flops_per_example"])],
                 intermediate_values=curve,
-                user_attrs={name: _plain(value) for name, value in attributes.items()},
+                user_attrs={name: _plain(value) for name, value in attributes.items() if not _missing(value)},
             )
         )
         added += 1
@@ -140,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     code = run([args.study, "--preset", PRESET, "--storage", url])
     print(f"{path}: {export(optuna_study, path, args.study)} rows")
     return code
+
+
+def _missing(value: Any) -> bool:
+    """An empty cell: a value the trial never recorded."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _plain(value: Any) -> Any:

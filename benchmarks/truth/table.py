@@ -6,7 +6,8 @@ studies.run lra_sharing --preset table``) and read back by ``load``. It is a ben
 right: a sampler can be tested on it without training anything (``benchmarks.truth.replay``). The
 columns (``docs/truth.md`` says the same for readers):
 
-- ``family``, ``point``: the attention family's label; the named point the trial trains, or empty.
+- ``family``, ``baseline``, ``point``: the attention family's label; whether it is the baseline the
+  others are judged against (MHA); the named point the trial trains, or empty.
 - the knob columns (``Table.knobs``: ``attention``, ``metric_mode``, ``d_model``, ...): the
   configuration, a named point's own values included; empty where a knob does not exist (MHA has
   no metric rank).
@@ -114,7 +115,11 @@ def rows_of(study: optuna.Study) -> pd.DataFrame:
         if SEED_INDEX_ATTRIBUTE not in attributes or INFEASIBLE_ATTRIBUTE in attributes:
             continue
         values = configuration(trial)
-        row = {"family": attributes.get("family"), "point": attributes.get(POINT_ATTRIBUTE)}
+        row = {
+            "family": attributes.get("family"),
+            "baseline": bool(attributes.get("baseline")),
+            "point": attributes.get(POINT_ATTRIBUTE),
+        }
         row |= {name: values.get(name) for name in knobs}
         row |= {"seed_index": attributes[SEED_INDEX_ATTRIBUTE], "seed": attributes.get("seed")}
         row |= {f"{CURVE_PREFIX}{step}": value for step, value in sorted(trial.intermediate_values.items())}
@@ -186,13 +191,17 @@ def load(path: Path) -> Table:
     except (OSError, ValueError) as error:
         raise TableError(f"cannot read the table {path}: {error}") from None
     knobs = provenance.get("knobs", [])
-    missing = [name for name in ("family", "point", "seed_index", *knobs, *METRICS[:2]) if name not in rows]
+    missing = [name for name in ("family", "baseline", "point", "seed_index", *knobs, *METRICS[:2]) if name not in rows]
     if missing:
         raise TableError(f"{path} is not a truth table: it has no column {', '.join(missing)}")
     for name in rows:
-        if name in ("point", *knobs):  # knob values keep their types: 4, 1e-3, "full"; None where absent
+        if name == "baseline":
+            rows[name] = rows[name] == "True"
+        elif name in ("point", *knobs):  # knob values keep their types: 4, 1e-3, "full"; None where absent
             rows[name] = pd.Series([_value(cell) for cell in rows[name]], index=rows.index, dtype=object)
-        elif name not in TEXT_COLUMNS:
+        elif name in TEXT_COLUMNS:
+            rows[name] = pd.Series([cell or None for cell in rows[name]], index=rows.index, dtype=object)
+        else:
             try:
                 rows[name] = pd.to_numeric(rows[name].replace("", None))
             except ValueError as error:

@@ -1,0 +1,76 @@
+"""Print what a truth table says: each family's true front, the true matched-cost verdict and each
+knob's true effect per family.
+
+    python -m benchmarks.truth                                # lra_sharing's committed table
+    python -m benchmarks.truth --table path/to/table.csv      # another one (its .json beside it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.truth.table import TableError, load, table_path
+from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
+from reports.results.configurations import knob_text
+from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
+
+DEFAULT_TABLE = table_path("lra_sharing-table-v6")
+
+
+def _knobs_text(row: pd.Series, knobs: list[str]) -> str:
+    shown = [f"{name}={knob_text(row[name])}" for name in knobs if name != "attention" and knob_text(row[name])]
+    return (f"[{row['point']}] " if isinstance(row["point"], str) else "") + " ".join(shown)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", type=Path, default=DEFAULT_TABLE, help=f"the table (default: {DEFAULT_TABLE.name})")
+    args = parser.parse_args(argv)
+    try:
+        table = load(args.table)
+    except TableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    configs = configurations(table)
+    seeds = configs["seeds"].value_counts().sort_index()
+    expected = (table.provenance.get("budget") or {}).get("trials")
+    print(f"{args.table.name}: {len(table.rows)} of {expected} trials, {len(configs)} configurations", end="")
+    print(" (" + ", ".join(f"{count} with {n} seeds" for n, count in seeds.items()) + ")")
+    if expected and len(table.rows) < expected:
+        print("  partial: the figures below are over the seeds trained so far (python -m benchmarks.truth.build resumes it)")
+
+    print("\nTrue fronts (test accuracy, mean over seeds [95% CI], against forward FLOPs per example):")
+    for family, front in true_fronts(configs).groupby("family", sort=False):
+        print(f"  {family}:")
+        for _, row in front.iterrows():
+            interval = "" if pd.isna(row["test_low"]) else f" [{100 * row['test_low']:.1f}, {100 * row['test_high']:.1f}]"
+            print(
+                f"    {row[FLOPS]:.3g} FLOPs  {100 * row[TEST_ACCURACY]:.1f}%{interval} test, "
+                f"{100 * row[ACCURACY]:.1f}% validation, {row['seeds']} seeds  {_knobs_text(row, table.knobs)}"
+            )
+
+    print(
+        "\nTrue verdict (the product's rules on the table: each configuration selected by its mean validation accuracy and "
+        "judged on test accuracy, each table seed a shared seed; the selection saw those seeds' validation values, never "
+        "their test values):"
+    )
+    print("  " + true_verdict(table).sentence)
+
+    print("\nKnob effects per family (test accuracy points, configurations that differ in that knob alone):")
+    for effect in knob_effects(configs, table.knobs):
+        low, high = effect.interval
+        word = "significant" if significant(effect.interval) else "not significant"
+        print(
+            f"  {effect.family}: {effect.knob} {knob_text(effect.low)} -> {knob_text(effect.high)}: "
+            f"{effect.difference:+.2f} [{low:+.2f}, {high:+.2f}] over {effect.pairs} pairs ({word}), "
+            f"{effect.flops_ratio:.2f}x the FLOPs"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

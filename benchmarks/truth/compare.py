@@ -1,0 +1,164 @@
+"""Search strategies compared by replaying many studies of each on a truth table.
+
+    python -m benchmarks.truth.compare                        # 100 replays of each strategy on lra_sharing's table
+    python -m benchmarks.truth.compare --replays 20 --only random
+
+Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
+written as it ends: re-running the same command replays only what that file lacks. The summary
+gives, per strategy: how often the replayed verdict agrees with the true one (every comparison in
+the same direction with the same significance), each comparison's agreement and median regret (true
+test accuracy points of the truth's selected configuration less the replay's), the search's
+device-hours, the median device-hours until the configurations it completed cover 95% of each
+family's true hypervolume (mean over families), and that share's mean over the first
+``--horizon`` device-hours (the area under its curve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
+from benchmarks.truth.table import TableError, load, table_path
+from benchmarks.truth.truth import configurations, true_verdict
+from studies.catalogue import get_study
+from trainers.outputs import write_atomically
+
+STRATEGIES = {
+    strategy.name: strategy
+    for strategy in (
+        Strategy("today: NSGA-II, ASHA per family"),
+        Strategy("NSGA-II, no early stopping", early_stopping=False),
+        Strategy("random, ASHA per family", lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed)),
+        Strategy("random, no early stopping", lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed), False),
+        # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
+        Strategy(
+            "TPE (multivariate, grouped), no early stopping",
+            lambda objectives, trials, seed: optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed),
+            False,
+        ),
+        Strategy(
+            "GP, ASHA per family",
+            lambda objectives, trials, seed: optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False),
+        ),
+    )
+}
+HYPERVOLUME_SHARE = 0.95
+
+
+def replays_path(table: Path) -> Path:
+    """Where a table's replays are kept: ``<table>-replays.csv`` beside it."""
+    return table.with_name(f"{table.stem}-replays.csv")
+
+
+def run_replays(
+    table_file: Path, names: list[str], replays: int, study: str = "lra_sharing", preset: str = "quick"
+) -> pd.DataFrame:
+    """Replay ``replays`` studies (seeds 0, 1, ...) of each strategy named, keeping each as it ends.
+
+    Returns:
+        Every replay of the strategies named (the file's and the new ones), one row each.
+    """
+    table = load(table_file)
+    definition = get_study(study)
+    replayed = replay_preset(definition.preset(preset), table)
+    truth, configs = true_verdict(table), configurations(table)
+    path = replays_path(table_file)
+    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed"])
+    rows = done.to_dict("records")
+    have = {(row["strategy"], int(row["seed"])) for row in rows}
+    for name in names:
+        for seed in range(replays):
+            if (name, seed) in have:
+                continue
+            started = time.monotonic()
+            result = replay(definition, replayed, table, STRATEGIES[name], seed)
+            scored = agreement(truth, result, configs, table.knobs)
+            rows.append(
+                {
+                    "strategy": name,
+                    "seed": seed,
+                    "agrees": scored.agrees,
+                    **{f"agrees: {label}": value for label, value in scored.per_label.items()},
+                    **{f"regret: {label}": value for label, value in scored.regret.items()},
+                    "search_hours": result.device_hours[0],
+                    "repeat_hours": result.device_hours[1],
+                    "hypervolume": json.dumps([[round(h, 5), round(s, 5)] for h, s in result.hypervolume]),
+                    "replay_seconds": round(time.monotonic() - started, 3),
+                }
+            )
+            write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
+    frame = pd.DataFrame(rows)
+    return frame[frame["strategy"].isin(names)]
+
+
+def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
+    """One row per strategy: the figures the module's docstring names."""
+    rows = []
+    for name, group in frame.groupby("strategy", sort=False):
+        curves = [[tuple(point) for point in json.loads(curve)] for curve in group["hypervolume"]]
+        to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
+        row = {
+            "strategy": name,
+            "replays": len(group),
+            "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
+        }
+        for column in group.columns:
+            if column.startswith("agrees: "):
+                row[column] = f"{group[column].astype(bool).mean():.0%}"
+            elif column.startswith("regret: "):
+                row[f"median {column}"] = round(float(group[column].median()), 2)
+        row |= {
+            "search device-hours": round(float(group["search_hours"].median()), 2),
+            f"hours to {HYPERVOLUME_SHARE:.0%} hypervolume": _median_hours(to_share),
+            f"hypervolume share over {horizon:g} h": round(
+                float(np.mean([area_under([tuple(p) for p in c], horizon) for c in curves])), 3
+            ),
+            "seconds per replay": round(float(group["replay_seconds"].median()), 2),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _median_hours(hours: list[float]) -> str:
+    """The median, or how many replays never reached the share."""
+    never = sum(math.isinf(h) for h in hours)
+    if never * 2 >= len(hours):
+        return f"not reached in {never} of {len(hours)}"
+    return f"{float(np.median(hours)):.2f}" + (f" ({never} never)" if never else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
+    parser.add_argument("--replays", type=int, default=100, help="studies replayed per strategy (seeds 0 .. N-1)")
+    parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
+    parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
+    args = parser.parse_args(argv)
+    names = [name for name in STRATEGIES if not args.only or any(part in name for part in args.only)]
+    if not names:
+        print(f"error: no strategy matches {args.only}; strategies: {', '.join(STRATEGIES)}", file=sys.stderr)
+        return 2
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    try:
+        frame = run_replays(args.table, names, args.replays)
+    except TableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    with pd.option_context("display.max_columns", None, "display.width", 250):
+        print(summary(frame, args.horizon).set_index("strategy").T.to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

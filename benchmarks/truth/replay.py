@@ -1,0 +1,331 @@
+"""A whole study replayed on a truth table: the engine's own ledger asks and judges, the table trains.
+
+A replay runs a study's ``Ledger`` (families in turn, its sampler, its early stopping, its decision
+lag, its named point) and then its seed repeats (``studies.engine.repeats.plan_repeats``) on an
+in-memory Optuna study. Trials train on ``Preset.parallel_trials`` simulated slots: a trial takes
+its configuration's measured wall time (the median over the table's seeds; the fraction of it
+that a trial stopped early ran) and reports the table's learning curve of one of its seeds, drawn
+at random for a search trial; seed repeat ``k`` reads the table's seed ``k - 1``, so repeat ``k``
+of every configuration shares a seed, as in a study. A table with fewer seeds than the preset
+repeats caps the repeats at its seeds (``replay_preset``). The replay's verdict is the product's
+own (``reports.results.verdict``) on the replay's trial frame, and is scored against the truth
+(``benchmarks.truth.truth``): the same direction and significance per comparison, each family's
+regret, and the hypervolume of what the search found against device-hours.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from benchmarks.truth.table import Table
+from benchmarks.truth.truth import configurations
+from reports.results.frame import configuration, trials_frame
+from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
+from reports.results.verdict import Comparison, Headline, verdict
+from studies.catalogue.schema import Preset, Study
+from studies.engine.ledger import Ledger
+from studies.engine.repeats import plan_repeats
+from studies.engine.sampler import sampler_for
+
+Sampler = Callable[[int, int, int], optuna.samplers.BaseSampler]  # (objectives, trials, seed) -> a sampler
+
+
+class ReplayStorage(optuna.storages.InMemoryStorage):
+    """Optuna's in-memory storage, with the heartbeat a ledger records (nothing can go stale in a replay)."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        """Nothing to record: a replay's driver never dies."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A way to search a study's space.
+
+    Attributes:
+        name: How tables of replays name it.
+        sampler: Makes the Optuna sampler (``studies.engine.sampler.sampler_for`` is the product's).
+        early_stopping: Whether the study's early stopping applies (False: every trial trains to the end).
+    """
+
+    name: str
+    sampler: Sampler = sampler_for
+    early_stopping: bool = True
+
+    def preset(self, preset: Preset) -> Preset:
+        """The preset as this strategy runs it."""
+        return preset if self.early_stopping else replace(preset, grace_steps=preset.train.steps)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replayed study.
+
+    Attributes:
+        seed: The study's seed (its sampler's, and the draws of its search trials' table seeds).
+        frame: Its trial frame (``reports.results.frame.trials_frame``).
+        headline: Its verdict.
+        hypervolume: ``(device-hours, mean over families of the found share of the true hypervolume)``
+            after each search trial that ended.
+        device_hours: Trial-hours its search took, and its repeats.
+    """
+
+    seed: int
+    frame: pd.DataFrame
+    headline: Headline
+    hypervolume: list[tuple[float, float]] = field(default_factory=list)
+    device_hours: tuple[float, float] = (0.0, 0.0)
+
+
+def replay_preset(preset: Preset, table: Table) -> Preset:
+    """The preset a table can replay: its seed repeats capped at the table's seeds."""
+    seeds = int(table.rows["seed_index"].nunique())
+    return replace(preset, repeat_seeds=min(preset.repeat_seeds, seeds))
+
+
+class _Outcomes:
+    """The table's rows by configuration: what a replayed trial of a configuration and seed reports."""
+
+    def __init__(self, table: Table) -> None:
+        self.knobs = table.knobs
+        self.curve_steps = table.curve_steps
+        self.rows: dict[tuple, dict[int, dict]] = {}
+        for row in table.rows.to_dict("records"):
+            self.rows.setdefault(self._key(row["family"], row), {})[int(row["seed_index"])] = row
+        self.wall = {key: float(np.median([r["wall_seconds"] for r in seeds.values()])) for key, seeds in self.rows.items()}
+
+    def _key(self, family: str, values: dict) -> tuple:
+        return configuration_of(family, values, self.knobs)
+
+    def of(self, trial: optuna.trial.FrozenTrial) -> tuple[tuple, dict[int, dict]]:
+        """A trial's configuration key and its table rows by seed index.
+
+        Raises:
+            KeyError: the table has no such configuration (it covers another space).
+        """
+        key = self._key(trial.user_attrs["family"], configuration(trial))
+        if key not in self.rows:
+            raise KeyError(f"the table has no configuration {key}: it does not cover the replayed study's space")
+        return key, self.rows[key]
+
+
+def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, seed: int) -> Replay:
+    """Replay one study of ``definition``'s ``preset`` on ``table``.
+
+    Args:
+        definition: The study (families, named points, space, objectives).
+        preset: Its budget (``replay_preset``: repeats within the table's seeds).
+        table: The truth table of the preset's space.
+        strategy: The search strategy replayed.
+        seed: The study's seed.
+
+    Returns:
+        The replayed study.
+    """
+    preset = strategy.preset(preset)
+    space = definition.space_for(preset)
+    storage = ReplayStorage()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study = optuna.create_study(
+            storage=storage,
+            directions=[o.direction for o in definition.objectives],
+            sampler=strategy.sampler(len(definition.objectives), preset.trials, seed),
+        )
+        study.set_metric_names([o.metric for o in definition.objectives])
+    study.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
+    study.set_user_attr("budget", {"families": {f.label: dict(f.values) for f in definition.families}})
+    outcomes = _Outcomes(table)
+    rng = np.random.default_rng(seed)
+
+    def ledger(budget: int) -> Ledger:
+        return Ledger(
+            study,
+            storage=storage,
+            definition=definition,
+            preset=preset,
+            space=space,
+            fix={},
+            seed=seed,
+            run_attributes={},
+            cache_dir="",
+            budget=budget,
+        )
+
+    truth = _TrueHypervolume(configurations(table), table.knobs)
+    curve: list[tuple[float, float]] = []
+    search_hours = _simulate(
+        ledger(preset.trials),
+        outcomes,
+        rng,
+        preset.parallel_trials,
+        on_end=lambda hours: curve.append((hours, truth.found_share(study, outcomes))),
+    )
+    repeats = plan_repeats(study, preset.repeat_seeds) if preset.repeat_seeds else 0
+    repeat_hours = _simulate(ledger(0), outcomes, rng, preset.parallel_trials) if repeats else 0.0
+    frame = trials_frame(study)
+    return Replay(seed, frame, verdict(frame), curve, (search_hours, repeat_hours))
+
+
+def _simulate(
+    ledger: Ledger, outcomes: _Outcomes, rng: np.random.Generator, slots: int, on_end: Callable[[float], None] | None = None
+) -> float:
+    """Run a ledger's trials on ``slots`` simulated slots until it has nothing left.
+
+    Returns:
+        The trial-hours the trials took.
+    """
+    clock, used, running = 0.0, 0.0, []  # running: (end time, number, last report)
+    objective = ledger.objective.metric
+    while True:
+        while len(running) < slots and (config := ledger.ask(f"replay-{len(ledger.study.trials)}")) is not None:
+            number = config["number"]
+            trial = ledger.study.get_trials(deepcopy=False)[number]
+            key, seeds = outcomes.of(trial)
+            index = trial.user_attrs.get("repeat_index")
+            seed_index = index - 1 if index is not None else int(rng.choice(sorted(seeds)))
+            row = seeds[seed_index]
+            last: dict = {}
+            for step in outcomes.curve_steps:
+                value = float(row[f"val_accuracy_at_{step}"])
+                final = step == outcomes.curve_steps[-1]
+                last = {"step": step, objective: value, "final": final}
+                stops = not final and ledger.stops(number, step, value)
+                ledger.record_report(number, last)
+                if stops:
+                    break
+            fraction = last["step"] / outcomes.curve_steps[-1]
+            last |= {
+                FLOPS: float(row[FLOPS]),
+                "parameters": int(row["parameters"]),
+                "wall_seconds": outcomes.wall[key] * fraction,
+            }
+            if last["final"]:
+                last |= {TEST_ACCURACY: float(row[TEST_ACCURACY]), ACCURACY: float(row[ACCURACY])}
+            running.append((clock + last["wall_seconds"], number, last))
+        if not running:
+            if not ledger.done():
+                raise RuntimeError("the replayed ledger neither asks nor ends: a view waits for a trial that never runs")
+            return used / 3600
+        running.sort(key=lambda item: item[0])
+        end, number, last = running.pop(0)
+        clock, used = end, used + last["wall_seconds"]
+        ledger.finish(number, last, None)
+        if on_end is not None:
+            on_end(used / 3600)
+
+
+class _TrueHypervolume:
+    """Each family's true hypervolume (true test accuracy up, FLOPs down) and the share of it a search found."""
+
+    def __init__(self, configs: pd.DataFrame, knobs: list[str]) -> None:
+        self.reference = (float(configs[TEST_ACCURACY].min()), float(configs[FLOPS].max()) * 1.01)
+        self.truth = {key: (float(row[TEST_ACCURACY]), float(row[FLOPS])) for key, row in _keyed(configs, knobs).items()}
+        self.whole = {
+            family: hypervolume([v for k, v in self.truth.items() if k[0] == family], self.reference)
+            for family in configs["family"].unique()
+        }
+
+    def found_share(self, study: optuna.Study, outcomes: _Outcomes) -> float:
+        """The mean over families of the share of its true hypervolume that its complete search runs cover."""
+        found: dict[str, set] = {family: set() for family in self.whole}
+        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if "repeat_of" not in trial.user_attrs:
+                key, _ = outcomes.of(trial)
+                found[key[0]].add(key)
+        shares = [
+            hypervolume([self.truth[key] for key in keys], self.reference) / self.whole[family]
+            for family, keys in found.items()
+            if self.whole[family] > 0
+        ]
+        return float(np.mean(shares)) if shares else 0.0
+
+
+def configuration_of(family: str, values: Mapping[str, Any], knobs: list[str]) -> tuple:
+    """A configuration's key: its family, then its knob values (None where a knob does not exist, NaN too)."""
+    return (family, *(None if (value := values.get(name)) is None or value != value else value for name in knobs))
+
+
+def _keyed(configs: pd.DataFrame, knobs: list[str]) -> dict[tuple, pd.Series]:
+    """Configurations by their key (``configuration_of``)."""
+    return {configuration_of(row["family"], row, knobs): row for _, row in configs.iterrows()}
+
+
+def hypervolume(points: list[tuple[float, float]], reference: tuple[float, float]) -> float:
+    """The area that ``(accuracy, flops)`` points dominate (accuracy up, FLOPs down) above ``reference``'s
+    accuracy and below its FLOPs."""
+    floor, ceiling = reference
+    area, best = 0.0, floor
+    for accuracy, flops in sorted(points, key=lambda point: point[1]):  # cheapest first
+        if accuracy > best and flops < ceiling:
+            area += (accuracy - best) * (ceiling - flops)
+            best = accuracy
+    return area
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How a replayed verdict agrees with the truth, comparison by comparison.
+
+    Attributes:
+        agrees: Every comparison the truth makes has the same direction and the same significance.
+        per_label: For each compared family or named point, whether it agrees.
+        regret: For each, the true test accuracy (points) of the truth's selected configuration less the replay's.
+    """
+
+    agrees: bool
+    per_label: dict[str, bool]
+    regret: dict[str, float]
+
+
+def agreement(truth: Headline, replayed: Replay, configs: pd.DataFrame, knobs: list[str]) -> Agreement:
+    """Score a replay's verdict against the true verdict (``benchmarks.truth.truth.true_verdict``).
+
+    Args:
+        truth: The true verdict.
+        replayed: The replay.
+        configs: ``configurations(table)``: the true value of every configuration.
+        knobs: The table's knob columns.
+    """
+    true_values = {key: float(row[TEST_ACCURACY]) for key, row in _keyed(configs, knobs).items()}
+    found = {comparison.family: comparison for comparison in replayed.headline.comparisons}
+    per_label, regret = {}, {}
+    for expected in truth.comparisons:
+        label = expected.family
+        got = found.get(label)
+        per_label[label] = got is not None and _same_answer(expected, got)
+        if got is not None:
+            chosen = configuration_of(got.candidate["family"], got.candidate, knobs)
+            best = configuration_of(expected.candidate["family"], expected.candidate, knobs)
+            regret[label] = 100 * (true_values.get(best, math.nan) - true_values.get(chosen, math.nan))
+    return Agreement(all(per_label.values()), per_label, regret)
+
+
+def _same_answer(expected: Comparison, got: Comparison) -> bool:
+    """The same direction (the sign of the difference) and the same significance."""
+    return math.copysign(1, expected.difference) == math.copysign(1, got.difference) and expected.significant == got.significant
+
+
+def hours_to(curve: list[tuple[float, float]], share: float) -> float:
+    """The device-hours after which the found share first reaches ``share`` (inf: never)."""
+    return next((hours for hours, found in curve if found >= share), math.inf)
+
+
+def area_under(curve: list[tuple[float, float]], horizon: float) -> float:
+    """The found share's mean over ``[0, horizon]`` device-hours (a step function; 0 before the first trial ends)."""
+    area, previous_hours, previous_share = 0.0, 0.0, 0.0
+    for hours, share in curve:
+        hours = min(hours, horizon)
+        area += (hours - previous_hours) * previous_share
+        previous_hours, previous_share = hours, share
+        if hours >= horizon:
+            break
+    area += max(horizon - previous_hours, 0.0) * previous_share
+    return area / horizon

@@ -1,0 +1,149 @@
+"""The truth table: its file round trip, its truth, and studies replayed on a slice of the committed table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from benchmarks.truth.build import import_rows
+from benchmarks.truth.replay import (
+    Strategy,
+    agreement,
+    area_under,
+    configuration_of,
+    hours_to,
+    hypervolume,
+    replay,
+    replay_preset,
+)
+from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
+from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
+from reports.results.names import ACCURACY, TEST_ACCURACY
+from studies.catalogue import LRA_SHARING
+from studies.catalogue.schema import choices
+from tests.studies.test_exhaustive import TABLE, table_ledger, train_all
+
+COMMITTED = table_path(LRA_SHARING.store_name("table"))
+# A slice every pass of the committed table covers first: D=32, two heads (MHA at both learning
+# rates, the authors' configuration, and each DAMCHA family's 16 configurations).
+SLICE = {"d_model": 32, "num_heads": 2}
+
+
+def sliced(table: Table) -> Table:
+    """The committed table's rows in ``SLICE``, each configuration with as many seeds as the slice's fewest."""
+    rows = table.rows[(table.rows["d_model"] == SLICE["d_model"]) & (table.rows["num_heads"] == SLICE["num_heads"])]
+    keys = rows[["family", "point", *table.knobs]].map(repr).agg("|".join, axis=1)
+    seeds = int(rows.groupby(keys)["seed_index"].nunique().min())
+    return Table(rows[rows["seed_index"] < seeds].reset_index(drop=True), table.provenance)
+
+
+def slice_study_and_preset(trials: int = 9):
+    """lra_sharing narrowed to ``SLICE``, and its quick preset there with ``trials`` search trials."""
+    quick = LRA_SHARING.preset("quick")
+    domains = dict(quick.domains) | choices(d_model=(SLICE["d_model"],), num_heads=(SLICE["num_heads"],))
+    preset = replace(quick, domains=domains, trials=trials)
+    return replace(LRA_SHARING, presets={"quick": preset}), preset
+
+
+@pytest.fixture(scope="module")
+def committed() -> Table:
+    return sliced(load(COMMITTED))
+
+
+def test_a_table_survives_its_file_and_a_store_is_rebuilt_from_it(tmp_path: Path) -> None:
+    ledger = table_ledger(tmp_path)
+    train_all(ledger)
+    ledger.study.set_user_attr("search_space", {name: "" for name in ledger.space.searched})
+    rows = rows_of(ledger.study)
+    path = tmp_path / "table.csv"
+    write(rows, provenance_of(ledger.study, rows, "the command"), path)
+    table = load(path)
+    assert len(table.rows) == len(rows) == 24 and table.curve_steps == TABLE.train.report_steps()
+    assert table.rows["d_model"].tolist() == rows["d_model"].tolist()  # 32, not 32.0
+    assert table.rows["metric_rank"].map(type).map(lambda kind: kind.__name__).isin({"int", "str", "NoneType"}).all()
+    assert table.rows["baseline"].tolist() == rows["baseline"].tolist()
+    study = optuna.create_study(directions=["maximize", "minimize"], study_name="rebuilt")
+    study.set_user_attr("search_space", ledger.study.user_attrs["search_space"])
+    definition = replace(LRA_SHARING, presets={"table": replace(TABLE, name="table")})
+    assert import_rows(study, definition, table) == 24
+    assert import_rows(study, definition, table) == 0  # a row the store holds is not added twice
+    rebuilt = rows_of(study)
+    pd.testing.assert_frame_equal(rebuilt, rows, check_dtype=False)  # the time it first finished too
+
+
+def test_a_file_that_is_not_a_table_is_refused_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(TableError, match="cannot read the table"):  # no provenance beside it
+        load(path)
+    path.with_suffix(".json").write_text('{"knobs": ["d_model"]}')
+    with pytest.raises(TableError, match="other.csv is not a truth table: it has no column family"):
+        load(path)
+
+
+def test_the_committed_table_holds_what_its_columns_say(committed: Table) -> None:
+    table = load(COMMITTED)
+    assert table.provenance["study"] == "lra_sharing-table-v6" and table.provenance["packages"]["torch"]
+    assert table.knobs == list(LRA_SHARING.space.searched)
+    steps = table.curve_steps
+    assert steps == LRA_SHARING.preset("table").train.report_steps()
+    rows = table.rows
+    assert (rows[ACCURACY] == rows[f"{CURVE_PREFIX}{steps[-1]}"]).all()  # the last evaluation is the final value
+    assert rows[[ACCURACY, TEST_ACCURACY]].stack().between(0, 1).all()
+    assert (rows["seed"] == 80_000 + rows["seed_index"]).all()
+    assert not rows.duplicated(["family", "point", *table.knobs, "seed_index"]).any()
+    assert len(committed.rows) >= 35  # the slice: 2 MHA, the authors' configuration, 16 of each DAMCHA family
+
+
+def test_the_truth_of_the_slice_compares_every_family_at_matched_cost(committed: Table) -> None:
+    configs = configurations(committed)
+    assert len(configs) == 35 and (configs["seeds"] == configs["seeds"].iloc[0]).all()
+    fronts = true_fronts(configs)
+    assert set(fronts["family"]) == {"MHA", "DAMCHA (paper)", "DAMCHA (cross)"}
+    headline = true_verdict(committed)
+    assert [comparison.family for comparison in headline.comparisons] == [
+        "DAMCHA (paper)",
+        "DAMCHA (cross)",
+        "authors' configuration",
+    ]
+    effects = {(e.family, e.knob): e for e in knob_effects(configs, committed.knobs)}
+    assert effects[("DAMCHA (cross)", "generator_depth")].pairs == 8  # 16 configurations, paired by depth
+    assert effects[("MHA", "learning_rate")].pairs == 1
+
+
+def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table) -> None:
+    definition, preset = slice_study_and_preset()
+    preset = replay_preset(preset, committed)
+    first = replay(definition, preset, committed, Strategy("today"), seed=0)
+    again = replay(definition, preset, committed, Strategy("today"), seed=0)
+    pd.testing.assert_frame_equal(first.frame, again.frame)  # the same study from the same seed
+    search = first.frame[first.frame["repeat_of"].isna()]
+    assert search["family"].tolist() == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] * 3  # families in turn
+    assert search.iloc[1]["point"] == "authors' configuration"
+    by_configuration: dict[tuple, set[float]] = {}
+    for row in committed.rows.to_dict("records"):
+        by_configuration.setdefault(configuration_of(row["family"], row, committed.knobs), set()).add(row[ACCURACY])
+    complete = search[search["state"] == "COMPLETE"]
+    assert len(complete)
+    for _, trial in complete.iterrows():  # each value is one of its configuration's seeds in the table
+        assert trial[ACCURACY] in by_configuration[configuration_of(trial["family"], trial, committed.knobs)]
+    shares = [share for _, share in first.hypervolume]
+    assert shares == sorted(shares) and 0 < shares[-1] <= 1
+    assert first.device_hours[0] > 0
+    scored = agreement(true_verdict(committed), first, configurations(committed), committed.knobs)
+    assert set(scored.per_label) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
+
+
+def test_hypervolume_and_its_curve() -> None:
+    reference = (0.0, 10.0)
+    assert hypervolume([], reference) == 0
+    assert hypervolume([(0.5, 5.0)], reference) == pytest.approx(2.5)
+    assert hypervolume([(0.5, 5.0), (0.4, 6.0), (0.8, 8.0)], reference) == pytest.approx(2.5 + 0.3 * 2)  # (0.4, 6) dominated
+    curve = [(1.0, 0.5), (2.0, 0.96)]
+    assert hours_to(curve, 0.95) == 2.0 and math.isinf(hours_to(curve, 0.99))
+    assert area_under(curve, 4.0) == pytest.approx((1 * 0 + 1 * 0.5 + 2 * 0.96) / 4)
