@@ -20,6 +20,7 @@ from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.catalogue import STUDIES, SUITES, get_runnable
 from studies.catalogue.schema import Suite
+from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.naming import UnknownNameError
 from trainers.train import PRECISIONS
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.name is None:
         parser.error("the study name is required (see --list)")
     prepare_ray_environment(args.address)
+    stop_on_signals()
     from studies.engine.options import RunOptions, StudyOptionError
     from studies.engine.runner import run_study  # imports ray: after the line above
 
@@ -213,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (studies.engine.signals)
         print(
-            "interrupted: the finished trials are in the store, the stopped ones marked failed; "
+            f"interrupted ({stop_cause()}): the finished trials are in the store, the stopped ones marked failed; "
             "run the same command again to resume",
             file=sys.stderr,
         )
-        return 130
+        return exit_code()
     return 0
 
 

@@ -7,6 +7,7 @@ ledger       asks configurations and records every report and ending in the Optu
 sampler      the Optuna sampler, and infeasible configurations told to it
 repeats      each family's selected configurations queued again on fresh seeds
 cluster      Ray: join a cluster or start a local one; what one trial asks of it
+signals      SIGTERM and SIGHUP stop a run as Ctrl-C does
 scheduler    early stopping (ASHA), never for a seed repeat
 tune_bridge  the Ray Tune run: searcher, callbacks and the Tuner
 trainable    what a worker runs for one trial

@@ -8,6 +8,7 @@ import os
 import ray
 
 from studies.engine.options import StudyOptionError, TrialResources
+from studies.engine.signals import stop_on_signals
 from trainers.memory import GIB
 
 
@@ -21,6 +22,7 @@ def start_ray(address: str | None) -> bool:
         ray.init(address=address, **common)  # host:port needs RAY_AUTH_MODE=token: see studies.run.prepare_ray_environment
     else:
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)  # never a stale cluster
+    stop_on_signals()  # ray.init replaced the run's SIGTERM handler with one that exits at once
     return True
 
 

@@ -449,8 +449,9 @@ class Ledger:
             for pending in sorted(self.ended):
                 self._tell(pending)
 
-    def interrupt(self) -> None:
-        """Fail the running trials of a run stopped by Ctrl-C and queue them again for the next run.
+    def interrupt(self, cause: str = "Ctrl-C") -> None:
+        """Fail the running trials of a run stopped by Ctrl-C (or SIGTERM, SIGHUP: ``cause`` names it) and
+        queue them again for the next run.
 
         Ctrl-C lands between any two lines, so a trial still open here may have had its ending
         stored just before (it is left as it is), or its retry queued already (not queued twice).
@@ -465,7 +466,7 @@ class Ledger:
             trial = self.open.pop(number)
             if self._stored_state(number).is_finished():
                 continue
-            trial.set_user_attr("error", "interrupted (Ctrl-C) before it finished; the next run retries its configuration")
+            trial.set_user_attr("error", f"interrupted ({cause}) before it finished; the next run retries its configuration")
             trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
             self.study.tell(trial, state=TrialState.FAIL)
             if number not in retried:

@@ -24,6 +24,7 @@ from studies.engine.options import TrialResources
 from studies.engine.progress import ProgressLine
 from studies.engine.queue import HEARTBEAT_INTERVAL_S
 from studies.engine.scheduler import EarlyStopping
+from studies.engine.signals import stop_cause
 from studies.engine.trainable import run_trial
 from trainers.outputs import TUNE_DIR
 
@@ -111,7 +112,8 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
     stopping (``EarlyStopping``; seed repeats and named points are never stopped).
 
     Raises:
-        KeyboardInterrupt: Ctrl-C; the running trials were failed first (``Ledger.interrupt``).
+        KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP (``studies.engine.signals``); the running trials were
+            failed first (``Ledger.interrupt``).
     """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
@@ -137,6 +139,6 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
     )
     try:
         tuner.fit()
-    except KeyboardInterrupt:
-        ledger.interrupt()
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP
+        ledger.interrupt(stop_cause())
         raise

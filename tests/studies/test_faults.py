@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from reports.results.frame import outcome as outcome_of
@@ -196,7 +197,15 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
 INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C: some are always running then
 
 
-def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGHUP, 128 + signal.SIGHUP)],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_report(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
+    """The class of signals that stop a run (Ctrl-C; timeout, systemd, Slurm, Kubernetes; a closed terminal)."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     finished = start_driver(tmp_path, url)
     output, _ = finished.communicate(timeout=300)
@@ -215,18 +224,19 @@ def test_ctrl_c_exits_130_fails_the_stopped_trials_and_keeps_the_finished_report
     try:
         wait_for_training_worker(driver)
         time.sleep(1.0)
-        driver.send_signal(signal.SIGINT)  # as Ctrl-C reaches the driver
+        driver.send_signal(stop)  # as Ctrl-C, or a process manager, reaches the driver
         output, _ = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
             kill_tree(driver)
 
-    assert driver.returncode == 130, output[-3000:]
+    assert driver.returncode == code, output[-3000:]
     assert "interrupted" in output and "Traceback" not in output
     trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     stopped = [t for t in trials if t.user_attrs.get("interrupted")]
-    assert stopped and all(t.state == TrialState.FAIL and "Ctrl-C" in t.user_attrs["error"] for t in stopped)
+    cause = "Ctrl-C" if stop == signal.SIGINT else stop.name
+    assert stopped and all(t.state == TrialState.FAIL and f"({cause})" in t.user_attrs["error"] for t in stopped)
     assert report.read_bytes() == page  # the finished study's report was not replaced by a partial one
     assert not list(report.parent.glob("*.partial"))
 
