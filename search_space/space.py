@@ -17,6 +17,7 @@ import optuna
 from trainers.naming import unknown_name_message
 
 Value = str | int | float
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}  # how a command line spells a boolean
 
 
 class SearchSpaceError(ValueError):
@@ -35,6 +36,21 @@ class Choice:
     def describe(self) -> str:
         return "one of " + ", ".join(repr(v) for v in self.values)
 
+    def meant(self, value: Value) -> Value:
+        """The allowed value that ``value``, as a command line spells it, means: ``True`` for ``"true"``,
+        ``"True"``, ``"yes"``, ``"on"`` or ``1`` (``False`` likewise), 4 for 4.0; else ``value`` itself."""
+        if self.contains(value):
+            return value
+        for allowed in self.values:
+            if isinstance(allowed, bool):
+                words = _TRUE if allowed else _FALSE
+                if str(value).strip().lower() in words:
+                    return allowed
+            elif isinstance(allowed, int | float) and isinstance(value, int | float) and not isinstance(value, bool):
+                if value == allowed:
+                    return allowed
+        return value
+
     def suggest(self, trial: optuna.Trial, name: str) -> Value:
         return trial.suggest_categorical(name, self.values)
 
@@ -51,6 +67,12 @@ class Range:
     def contains(self, value: Any) -> bool:
         numeric = isinstance(value, int) if self.integer else isinstance(value, int | float)
         return numeric and not isinstance(value, bool) and self.low <= value <= self.high
+
+    def meant(self, value: Value) -> Value:
+        """``value`` as this range's type: 4 for 4.0 in an integer range; else ``value`` itself."""
+        if self.integer and isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"

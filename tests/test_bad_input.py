@@ -199,6 +199,31 @@ CASES = [
         2,
         r"unknown knob 'metric_rnk'.*did you mean 'metric_rank'",
     ),
+    # A knob that exists in none of the study's families (lra_sharing trains no MoA, DCMHA or mixed MHA).
+    (
+        "fix-knob-of-no-family",
+        "run",
+        ["lra_sharing", "--fix", "expert_factor=4"],
+        None,
+        2,
+        r"knob 'expert_factor' applies to none of study 'lra_sharing''s families .*attention is one of moa; drop it",
+    ),
+    (
+        "fix-knob-of-no-family-among-others",
+        "run",
+        ["lra_sharing", "--fix", "num_layers=2", "--fix", "router_rank=2"],
+        None,
+        2,
+        r"knob 'router_rank' applies to none of study 'lra_sharing''s families",
+    ),
+    (
+        "fix-unknown-knob-offers-the-study-s-knobs",
+        "run",
+        ["lra_sharing", "--fix", "expert_factr=4"],
+        None,
+        2,
+        r"unknown knob 'expert_factr': available: attention, classifier_causal, (?!.*expert_factor)",
+    ),
     (
         "reports-missing-store",
         "reports",

@@ -23,6 +23,7 @@ from studies.catalogue.tasks import Task
 from trainers.data.cache import default_cache_dir
 from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB
+from trainers.naming import unknown_name_message
 from trainers.outputs import REPORTS_DIR, TUNE_DIR
 
 
@@ -73,6 +74,7 @@ class CheckedRun:
     repeat_seeds: int
     resources: TrialResources
     train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
+    fix: dict[str, Value] = field(default_factory=dict)  # every --fix value, as its knob reads it (``read_fix``)
 
 
 def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
@@ -83,13 +85,14 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
     DAMCHA trials, not in MHA's).
 
     Returns:
-        The space to sample, and the ``--fix`` values of knobs it does not search.
+        The space to sample, and the ``--fix`` values (``read_fix``) of knobs it does not search.
 
     Raises:
-        SearchSpaceError: an unknown knob, a knob the study sets itself, a value outside
-            the preset's domain, or a forbidden combination.
+        SearchSpaceError: an unknown knob, a knob none of the study's families has, a knob the
+            study sets itself, a value outside the preset's domain, or a forbidden combination.
     """
     space = study.space_for(preset)
+    fix = read_fix(study, preset, fix)
     for name, value in fix.items():
         knob = space.knob(name)
         if name in study.pinned_knobs():
@@ -109,6 +112,39 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
         active = space.defaults() | configuration
         space.resolve({name: value for name, value in configuration.items() if name in values or space.knob(name).active(active)})
     return space, others
+
+
+def read_fix(study: Study, preset: Preset, fix: dict[str, Value]) -> dict[str, Value]:
+    """The user's ``--fix`` values as their knobs read them (``Choice.meant``: ``true`` is ``True``, 4.0 is 4).
+
+    Raises:
+        SearchSpaceError: an unknown knob (the knobs the study's families have are offered), or a
+            knob none of the study's families has (a MoA knob in a study that trains no MoA).
+    """
+    space = study.space_for(preset)
+    applicable = _knobs_of_families(study, preset, space)
+    for name in fix:
+        if name in applicable:
+            continue
+        if name not in space.knobs:
+            raise SearchSpaceError(unknown_name_message("knob", name, sorted(applicable)))
+        where = " and ".join(
+            f"{other} is one of {', '.join(map(str, allowed))}" for other, allowed in space.knob(name).when.items()
+        )
+        labels = ", ".join(family.label for family in study.families)
+        raise SearchSpaceError(
+            f"knob {name!r} applies to none of study {study.name!r}'s families ({labels}): it exists only where {where}; drop it"
+        )
+    return {name: space.knob(name).domain.meant(value) for name, value in fix.items()}
+
+
+def _knobs_of_families(study: Study, preset: Preset, space: SearchSpace) -> set[str]:
+    """The knobs that exist in at least one of the study's families (a MoA knob exists in no lra_sharing trial)."""
+    return {
+        name
+        for name, knob in space.knobs.items()
+        if any(knob.active(space.defaults() | dict(preset.fixed) | dict(family.values)) for family in study.families)
+    }
 
 
 def without_contradicted_points(study: Study, fix: dict[str, Value]) -> tuple[Study, list[str]]:
@@ -161,7 +197,8 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     except ValueError as error:
         raise StudyOptionError(str(error)) from None
     preset = replace(preset, task=_task_with_files(preset.task, options.data_dir))
-    space, fix_unsearched = pinned_space(study, preset, options.fix)
+    fix = read_fix(study, preset, options.fix)
+    space, fix_unsearched = pinned_space(study, preset, fix)
     url = resolve_storage_url(options.storage)
     if options.trials is not None:
         trials = options.trials
@@ -199,7 +236,8 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
-    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, TrialResources(cpus, gpus, memory), overrides)
+    resources = TrialResources(cpus, gpus, memory)
+    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix)
 
 
 def _task_with_files(task: Task, data_dir: Path | None) -> Task:

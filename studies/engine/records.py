@@ -42,7 +42,7 @@ def open_study(
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
     storage = open_storage(run.url, **heartbeat_options())
-    name = _store_name(study, run.preset, options.fix | run.train_overrides)  # other training: another study
+    name = _store_name(study, run.preset, run.fix | run.train_overrides)  # other training: another study
     if options.fresh and (old := _existing(storage, name)) is not None:
         new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
         print(

@@ -77,7 +77,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(optuna_study.study_name)
         print(f"study {optuna_study.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
-        definition, left_out = without_contradicted_points(study, options.fix)
+        definition, left_out = without_contradicted_points(study, run.fix)
         for sentence in left_out:
             print(f"note: {sentence}", file=out)
 

@@ -88,3 +88,23 @@ def test_every_knob_is_declared_once_by_its_config_and_family() -> None:
         parameters = set(inspect.signature(ATTENTION[name]).parameters)
         assert layer_arguments <= parameters, f"{name} lacks {layer_arguments - parameters}"
     assert KNOBS["num_heads"].when == {} and KNOBS["learning_rate"].domain.contains(1e-3)
+
+
+@pytest.mark.parametrize(
+    ("domain", "typed", "meant"),
+    [
+        (Choice((False, True)), "true", True),
+        (Choice((False, True)), "True", True),
+        (Choice((False, True)), 1, True),
+        (Choice((False, True)), "no", False),
+        (Choice((False, True)), 0, False),
+        (Choice((4, 8, 16)), 8.0, 8),
+        (Choice((3e-4, 1e-3)), 0.001, 1e-3),
+        (Choice(("layer", "stack")), "stack", "stack"),
+        (Choice((4, 8)), "maybe", "maybe"),  # not a value of the domain: left for the domain check to refuse
+    ],
+)
+def test_a_value_typed_on_a_command_line_means_its_domain_s_value(domain: Choice, typed: object, meant: object) -> None:
+    """The class of values a command line spells differently from the domain (booleans, integral floats)."""
+    got = domain.meant(typed)
+    assert got == meant and type(got) is type(meant)

@@ -379,3 +379,15 @@ def test_the_sampler_and_early_stopping_decide_the_same_whatever_order_trials_en
     newest_first = _run_in_order(tmp_path / "newest", newest_first=True)
     assert len(oldest_first) == 12 and {state for _, _, state, _ in oldest_first} == {TrialState.COMPLETE, TrialState.PRUNED}
     assert oldest_first == newest_first
+
+
+def test_fix_values_are_read_as_their_knobs_read_them_and_name_the_same_study() -> None:
+    """``--fix classifier_causal=true`` (or True, 1) is the boolean True, and ``num_layers=6.0`` is 6: one study."""
+    from studies.engine.options import read_fix
+    from studies.engine.records import _store_name
+
+    spellings = [{"classifier_causal": spelt} for spelt in ("true", "True", 1, True)]
+    read = [read_fix(LRA_SHARING, PRESET, fix) for fix in spellings]
+    assert read == [{"classifier_causal": True}] * 4 and all(type(r["classifier_causal"]) is bool for r in read)
+    assert read_fix(LRA_SHARING, PRESET, {"num_layers": 6.0}) == {"num_layers": 6}
+    assert len({_store_name(LRA_SHARING, PRESET, fix) for fix in read}) == 1
