@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import psycopg
+import psycopg.conninfo
 import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
@@ -88,7 +90,31 @@ def parse_storage_url(url: str) -> URL:
             f"storage URL {masked_url(url)!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db "
             "(an in-memory store would be lost)"
         )
+    _check_driver_arguments(parsed, url)
     return parsed
+
+
+def _check_driver_arguments(parsed: URL, url: str) -> None:
+    """The URL's query arguments, as its driver reads them, without connecting: a value the driver cannot
+    read (``?timeout=abc``) or an argument it would ignore fails here, before any store is written.
+
+    Raises:
+        StorageURLError: naming the argument and the driver's complaint.
+    """
+    if not parsed.query:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sqlalchemy.exc.SAWarning)  # an argument the driver would ignore
+            _, arguments = sqlalchemy.create_engine(parsed).dialect.create_connect_args(parsed)
+        if parsed.get_backend_name() == "postgresql":
+            psycopg.conninfo.make_conninfo("", **{k: v for k, v in arguments.items() if k != "context"})
+    except (ValueError, TypeError, sqlalchemy.exc.SAWarning, psycopg.Error) as error:
+        message = _masked_text(str(error).split(";")[0].splitlines()[0] if str(error) else type(error).__name__)
+        raise StorageURLError(
+            f"storage URL {masked_url(url)!r}: its query arguments ({', '.join(sorted(parsed.query))}) are not what "
+            f"its driver takes: {message}; fix or drop them"
+        ) from None
 
 
 def masked_url(url: str) -> str:

@@ -73,6 +73,23 @@ STORE = "sqlite:///store.db"
 CPUS = os.cpu_count() or 1
 
 # (id, command, arguments, set-up in the working directory, exit code, message pattern)
+# --fix values that name a study of 225 bytes, within a folder name's 255 with --fresh's 22 more.
+LONG_FIX = (
+    "generator_width=128",
+    "metric_chunk=256",
+    "metric_form=bilinear",
+    "mlp_width=1024",
+    "norm=post",
+    "num_layers=4",
+    "pooling=mean",
+    "weight_decay=0.0123456789",
+    "d_model=64",
+    "num_heads=4",
+    "sharing=stack",
+    "metric_rank=16",
+    "generator_depth=1",
+)
+
 CASES = [
     ("preset-empty", "run", ["lra_sharing", "--preset", ""], None, 2, r"unknown preset ''.*available: full, quick, smoke"),
     ("seed-negative", "run", ["lra_sharing", "--seed", "-1"], None, 2, r"argument --seed: -1 must be >= 0"),
@@ -82,7 +99,7 @@ CASES = [
         ["lra_sharing", "--trial-memory", "nan"],
         None,
         2,
-        r"--trial-memory must be a number of GiB > 0, got nan",
+        r"--trial-memory must be a number of GiB of at least 0.000977 \(1 MiB\), got nan",
     ),
     (
         "memory-inf",
@@ -90,7 +107,7 @@ CASES = [
         ["lra_sharing", "--trial-memory", "inf"],
         None,
         2,
-        r"--trial-memory must be a number of GiB > 0, got inf",
+        r"--trial-memory must be a number of GiB of at least 0.000977 \(1 MiB\), got inf",
     ),
     ("cpus-nan", "run", ["lra_sharing", "--cpus-per-trial", "nan"], None, 2, r"--cpus-per-trial must be a number > 0"),
     (
@@ -223,6 +240,38 @@ CASES = [
         None,
         2,
         r"unknown knob 'expert_factr': available: attention, classifier_causal, (?!.*expert_factor)",
+    ),
+    # A study name longer than a folder name may be (Ray Tune names a folder after it), however it grows.
+    (
+        "name-too-long-by-fix",
+        "run",
+        ["lra_sharing", *(arg for value in ("classifier_causal=False", *LONG_FIX) for arg in ("--fix", value))],
+        None,
+        2,
+        r"make its name 249 bytes long .*a folder name holds 255 bytes and --fresh adds 22: fix fewer knobs",
+    ),
+    (
+        "name-too-long-by-training",
+        "run",
+        ["lra_sharing", *(arg for value in LONG_FIX for arg in ("--fix", value)), "--precision", "bf16", "--compile"],
+        None,
+        2,
+        r"make its name 253 bytes long \(lra_sharing-quick-v6-compile=True",
+    ),
+    # A memory budget too small to be one (Ray divides a node's memory by it).
+    *(
+        (f"trial-memory-{value}", "run", ["lra_sharing", "--trial-memory", value], None, 2, r"--trial-memory must be .* at least")
+        for value in ("1e-10", "0", "-1")
+    ),
+    # Query arguments a store URL's driver cannot read, or would ignore: refused before any store is written.
+    *(
+        (f"store-query-{name}", "run", ["lra_sharing", "--storage", url], None, 2, pattern)
+        for name, url, pattern in (
+            ("bad-timeout", "sqlite:///runs/new.db?timeout=abc", r"query arguments \(timeout\).*could not convert string"),
+            ("bad-flag", "sqlite:///runs/new.db?check_same_thread=maybe", r"\(check_same_thread\).*not true/false"),
+            ("ignored", "sqlite:///runs/new.db?foo=1", r"\(foo\).*'foo' are not accepted by the pysqlite driver"),
+            ("postgresql", "postgresql+psycopg://u:secret@127.0.0.1:1/d?bogus=1", r"u:\*\*\*@.*invalid connection option"),
+        )
     ),
     (
         "reports-missing-store",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import socket
@@ -75,6 +76,7 @@ class CheckedRun:
     resources: TrialResources
     train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
     fix: dict[str, Value] = field(default_factory=dict)  # every --fix value, as its knob reads it (``read_fix``)
+    study_name: str = ""  # the Optuna study's name (``store_name``): re-running the same command resumes it
 
 
 def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
@@ -112,6 +114,33 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
         active = space.defaults() | configuration
         space.resolve({name: value for name, value in configuration.items() if name in values or space.knob(name).active(active)})
     return space, others
+
+
+FRESH_SUFFIX = "fresh-%Y%m%d-%H%M%S"  # ``--fresh``: the new study's name is the old one's with this (a time) after it
+MIN_TRIAL_MEMORY = 2**20  # bytes: below a MiB, a budget is no number Ray can divide its nodes' memory by
+NAME_BYTES = 255  # a file name's length limit (NAME_MAX on Linux and macOS): Ray Tune names a folder after the study
+
+
+def store_name(study: Study, preset: Preset, fix: dict[str, Value]) -> str:
+    """The stable Optuna study name of a run; knobs the user fixes (and training the user overrides)
+    make a different study, whose trials answer another question."""
+    suffix = "".join(f"-{name}={value}" for name, value in sorted(fix.items()))
+    return study.store_name(preset.name) + suffix
+
+
+def _check_name_length(name: str) -> None:
+    """Refuse a study name a folder cannot have, ``--fresh``'s suffix included (Ray Tune names one after it).
+
+    Raises:
+        StudyOptionError: naming the length, the limit and the fix.
+    """
+    longest = len(name.encode()) + len("-") + len(f"{datetime.datetime(2000, 1, 1):{FRESH_SUFFIX}}")
+    if longest > NAME_BYTES:
+        raise StudyOptionError(
+            f"the options that name the study (--fix, --precision, --compile) make its name {len(name.encode())} bytes "
+            f"long ({name[:60]}...); a folder name holds {NAME_BYTES} bytes and --fresh adds "
+            f"{longest - len(name.encode())}: fix fewer knobs"
+        )
 
 
 def read_fix(study: Study, preset: Preset, fix: dict[str, Value]) -> dict[str, Value]:
@@ -221,8 +250,13 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         raise StudyOptionError(f"--seed must be >= 0 (samplers take no negative seed), got {options.seed}")
     if not (math.isfinite(cpus) and cpus > 0) or not (math.isfinite(gpus) and gpus >= 0):
         raise StudyOptionError(f"--cpus-per-trial must be a number > 0 and --gpus-per-trial a number >= 0, got {cpus} and {gpus}")
-    if options.trial_memory_gib is not None and not (math.isfinite(options.trial_memory_gib) and options.trial_memory_gib > 0):
-        raise StudyOptionError(f"--trial-memory must be a number of GiB > 0, got {options.trial_memory_gib}")
+    if options.trial_memory_gib is not None and not (
+        math.isfinite(options.trial_memory_gib) and options.trial_memory_gib * GIB >= MIN_TRIAL_MEMORY
+    ):
+        raise StudyOptionError(
+            f"--trial-memory must be a number of GiB of at least {MIN_TRIAL_MEMORY / GIB:.3g} (1 MiB), "
+            f"got {options.trial_memory_gib}"
+        )
     memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
     if address := options.address or os.environ.get("RAY_ADDRESS"):
         check_ray_address(address)
@@ -236,8 +270,10 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
+    name = store_name(study, preset, fix | overrides)
+    _check_name_length(name)
     resources = TrialResources(cpus, gpus, memory)
-    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix)
+    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix, name)
 
 
 def _task_with_files(task: Task, data_dir: Path | None) -> Task:

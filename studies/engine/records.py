@@ -8,21 +8,14 @@ from typing import TextIO
 
 import optuna
 
-from search_space.space import Value
 from storage import (
     masked_url,
     open_storage,
 )
-from studies.catalogue.schema import Preset, Study
-from studies.engine.options import CheckedRun, RunOptions
+from studies.catalogue.schema import Study
+from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import sampler_for
-
-
-def _store_name(study: Study, preset: Preset, fix: dict[str, Value]) -> str:
-    """Stable name; knobs the user fixes make a different study (its trials answer another question)."""
-    suffix = "".join(f"-{name}={value}" for name, value in sorted(fix.items()))
-    return study.store_name(preset.name) + suffix
 
 
 def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
@@ -42,9 +35,9 @@ def open_study(
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
     storage = open_storage(run.url, **heartbeat_options())
-    name = _store_name(study, run.preset, run.fix | run.train_overrides)  # other training: another study
+    name = run.study_name
     if options.fresh and (old := _existing(storage, name)) is not None:
-        new = f"{name}-fresh-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+        new = f"{name}-{datetime.datetime.now():{FRESH_SUFFIX}}"
         print(
             f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}",
             file=out,

@@ -50,7 +50,7 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
         (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be a number > 0"),
-        (["lra_sharing", "--trial-memory", "0"], "--trial-memory must be a number of GiB > 0"),
+        (["lra_sharing", "--trial-memory", "0"], "--trial-memory must be a number of GiB of at least"),
         (["lra_sharing", "--trial-memory", "1e6"], r"--trial-memory 1000000.0 GiB is more than this machine has \(\d+"),
         ([], "the study name is required"),
     ],

@@ -383,11 +383,10 @@ def test_the_sampler_and_early_stopping_decide_the_same_whatever_order_trials_en
 
 def test_fix_values_are_read_as_their_knobs_read_them_and_name_the_same_study() -> None:
     """``--fix classifier_causal=true`` (or True, 1) is the boolean True, and ``num_layers=6.0`` is 6: one study."""
-    from studies.engine.options import read_fix
-    from studies.engine.records import _store_name
+    from studies.engine.options import read_fix, store_name
 
     spellings = [{"classifier_causal": spelt} for spelt in ("true", "True", 1, True)]
     read = [read_fix(LRA_SHARING, PRESET, fix) for fix in spellings]
     assert read == [{"classifier_causal": True}] * 4 and all(type(r["classifier_causal"]) is bool for r in read)
     assert read_fix(LRA_SHARING, PRESET, {"num_layers": 6.0}) == {"num_layers": 6}
-    assert len({_store_name(LRA_SHARING, PRESET, fix) for fix in read}) == 1
+    assert len({store_name(LRA_SHARING, PRESET, fix) for fix in read}) == 1
