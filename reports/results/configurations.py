@@ -107,7 +107,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 "mean": float(values.mean()) if len(values) else float("nan"),
                 "ci_low": low,
                 "ci_high": high,
-                FLOPS: float(first[FLOPS]),
+                FLOPS: float(pd.to_numeric(first[FLOPS], errors="coerce")),  # NaN: a store that recorded none
                 "parameters": first.get("parameters"),
                 "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
             }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import optuna
 import pandas as pd
 from optuna.trial import TrialState
@@ -14,6 +15,7 @@ from optuna.trial import TrialState
 from reports.results.names import (
     ATTRIBUTE_COLUMNS,
     FAMILIES_ATTRIBUTE,
+    FLOPS,
     INFEASIBLE,
     INFEASIBLE_ATTRIBUTE,
     KNOBS_ATTRIBUTE,
@@ -71,7 +73,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
     reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
-    so that larger is better. ``frame.attrs`` hold the knob columns, the ``Quality`` and the
+    so that larger is better. A value or FLOPs count that is not a finite number (another
+    program's store) is NaN: no result. ``frame.attrs`` hold the knob columns, the ``Quality`` and the
     study's family labels (the baseline's first; those of its trials for a study that recorded none).
     """
     measured = quality_of(study)
@@ -94,7 +97,10 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     for name in ("number", "state", measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
         if name not in frame.columns:
             frame[name] = pd.Series(dtype=float if name == measured.column else object)
-    frame[SCORE] = measured.sign * frame[measured.column].astype(float)
+    for name in (measured.column, FLOPS):  # another program's store may hold inf, NaN or no number: not a result
+        values = pd.to_numeric(frame[name], errors="coerce").astype(float)
+        frame[name] = values.where(np.isfinite(values))
+    frame[SCORE] = measured.sign * frame[measured.column]
     frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
     knobs = [name for name in knobs if any(name in row for row in rows)]
     for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None

@@ -86,6 +86,10 @@ def _why_none(rows: pd.DataFrame, label: str) -> str:
     if rows.empty:
         return f"{label} has no search trial"
     states = rows["state"].value_counts()
+    unscored = int(((rows["state"] == "COMPLETE") & ~rows.index.isin(_scored(rows).index)).sum())
+    if unscored:  # another program's store: complete, but with no finite value or no FLOPs count to compare
+        trials = "trial has" if unscored == 1 else "trials have"
+        return f"its {unscored} complete search {trials} no finite value or no FLOPs count"
     outcomes = (("PRUNED", "stopped early"), ("FAIL", "failed"), ("INFEASIBLE", "could not train"), ("RUNNING", "running"))
     parts = [f"{count} {name}" for state, name in outcomes if (count := int(states.get(state, 0)))]
     return f"none of its {len(rows)} search trials completed" + (f" ({', '.join(parts)})" if parts else "")
@@ -114,7 +118,13 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
     baseline_labels = set(frame.loc[frame["baseline"], "family"]) if not frame.empty else set(families[:1])
     others = [family for family in families if family not in baseline_labels]
     if complete_baselines.empty:
-        why = "no baseline configuration completed"
+        rows = search[search["baseline"]] if not search.empty else search
+        label = next(iter(baseline_labels), "the baseline")
+        why = (
+            f"the baseline, {label}, has no result: {_why_none(rows, label)}"
+            if not rows.empty
+            else "no baseline configuration completed"
+        )
         return [Pairing(family, None, None, why_none=why) for family in others]
     reference = best(complete_baselines)
     result = []

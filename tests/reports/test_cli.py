@@ -69,3 +69,61 @@ def test_unknown_study_exits_2_with_did_you_mean(store: str, capsys) -> None:
         main(["othr", "--storage", store])
     assert exited.value.code == 2
     assert "did you mean 'other'" in capsys.readouterr().err
+
+
+def _foreign_store(url: str, name: str, trials: list[tuple[float, dict]], directions: int = 2, **attrs: object) -> None:
+    """A study another program wrote: ``(value, user attributes)`` per complete trial."""
+    study = optuna.create_study(study_name=name, storage=open_storage(url), directions=["maximize"] * directions)
+    for key, value in attrs.items():
+        study.set_user_attr(key, value)
+    for value, user_attrs in trials:
+        study.add_trial(
+            create_trial(
+                params={"x": 0.5},
+                distributions={"x": optuna.distributions.FloatDistribution(0, 1)},
+                values=[value] * directions,
+                state=TrialState.COMPLETE,
+                user_attrs=user_attrs,
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "trials", "attrs", "says"),
+    [
+        (  # a baseline and a question, but no FLOPs count: nothing to compare at matched cost
+            "no-flops",
+            [(0.5, {"baseline": True, "family": "A"}), (0.6, {"baseline": False, "family": "B"})],
+            {"question": "which?"},
+            "B: no comparison, the baseline, A, has no result: its 1 complete search trial has no finite value or no FLOPs count",
+        ),
+        (  # values that are no finite numbers
+            "infinite",
+            [
+                (0.5, {"baseline": True, "family": "A", "flops_per_example": 10.0}),
+                (float("inf"), {"baseline": False, "family": "B", "flops_per_example": 10.0}),
+                (float("-inf"), {"baseline": False, "family": "B", "flops_per_example": 10.0}),
+            ],
+            {},
+            "B: no comparison, its 2 complete search trials have no finite value or no FLOPs count",
+        ),
+        (  # a FLOPs count that is no number
+            "text-flops",
+            [(0.5, {"baseline": True, "family": "A", "flops_per_example": "many"}), (0.6, {"family": "B"})],
+            {"question": 42},
+            "the baseline, A, has no result",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 20 else "",
+)
+def test_another_program_s_odd_store_gets_a_page_that_says_what_it_lacks(
+    tmp_path: Path, name: str, trials: list, attrs: dict, says: str
+) -> None:
+    """The class of stores whose trials lack, or hold odd, values this product records (no crash, no "inf points")."""
+    url = f"sqlite:///{tmp_path / 'foreign.db'}"
+    _foreign_store(url, name, trials, **attrs)
+    out = tmp_path / "page.html"
+    assert main([name, "--storage", url, "-o", str(out)]) == 0
+    page = out.read_text()
+    assert says.replace("'", "&#x27;") in page or says in page
+    assert "inf accuracy points" not in page and "inf%" not in page
