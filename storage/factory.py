@@ -324,12 +324,26 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     try:
         with warnings.catch_warnings():  # Optuna marks its heartbeat experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
+        if read_only:  # nothing was read yet (no tables created): read once, so that a store it cannot use fails here
+            storage.get_all_studies()
+        return storage
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.DatabaseError, ModuleNotFoundError, ImportError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StorageURLError(
-            f"storage URL {masked_url(url)!r}: cannot open the database: {_scrubbed(first_line, url)}"
-        ) from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_first_line(error, url)}") from None
+    except optuna.exceptions.StorageInternalError as error:  # Optuna 5 wraps the driver's error
+        cause = error.__cause__ or error
+        if re.search(r"no such table|relation .* does not exist", str(cause)):
+            raise StorageURLError(
+                f"storage URL {masked_url(url)!r}: the database holds no Optuna store (no study tables); "
+                "pass the --storage of a store a study wrote"
+            ) from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_first_line(cause, url)}") from None
+
+
+def _first_line(error: BaseException, url: str) -> str:
+    """An error's first line, without the URL's secrets."""
+    text = str(error).strip()
+    return _scrubbed(text.splitlines()[0] if text else type(error).__name__, url)
 
 
 class StudyLock:

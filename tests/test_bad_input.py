@@ -6,6 +6,7 @@ case sets up) and compares the directory tree before and after, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -59,6 +60,12 @@ def _corrupted_store(root: Path) -> None:
 
 def _not_a_store(root: Path) -> None:
     (root / "store.db").write_text("name,value\nnot,sqlite\n")
+
+
+def _another_program_s_database(root: Path) -> None:
+    with contextlib.closing(sqlite3.connect(root / "store.db")) as connection:
+        connection.execute("CREATE TABLE expenses (item TEXT, amount REAL)")
+        connection.commit()
 
 
 def _a_file(name: str) -> Callable[[Path], None]:
@@ -280,6 +287,23 @@ CASES = [
         None,
         2,
         r"there is no SQLite store at .*typo/dir/x.db",
+    ),
+    # A store the reports cannot use: a database without Optuna's tables, a server that refuses.
+    (
+        "reports-database-without-a-store",
+        "reports",
+        ["plain", "--storage", STORE],
+        _another_program_s_database,
+        2,
+        r"store.db': the database holds no Optuna store \(no study tables\)",
+    ),
+    (
+        "reports-postgresql-refusing",
+        "reports",
+        ["plain", "--storage", "postgresql+psycopg://alice:secret@127.0.0.1:1/optuna"],
+        None,
+        2,
+        r"alice:\*\*\*@127.0.0.1:1/optuna': cannot open the database: .*Connection refused",
     ),
     ("reports-damaged-store", "reports", ["plain", "--storage", STORE], _corrupted_store, 2, r"store.db is damaged"),
     (
