@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import urllib.parse
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,7 +86,12 @@ def parse_storage_url(url: str) -> URL:
             f"storage URL {masked_url(url)!r}: database {parsed.get_backend_name()!r} is not supported by Optuna's RDB storage; "
             f"use one of {', '.join(SUPPORTED_DIALECTS)}, e.g. {EXAMPLES}"
         )
-    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+    memory = (
+        parsed.get_backend_name() == "sqlite"
+        and _is_true(parsed.query.get("uri"))
+        and ("memory" in str(parsed.query.get("mode", "")) or (parsed.database or "").removeprefix("file:") in ("", ":memory:"))
+    )
+    if parsed.get_backend_name() == "sqlite" and (parsed.database in (None, "", ":memory:") or memory):
         raise StorageURLError(
             f"storage URL {masked_url(url)!r}: SQLite needs a file, e.g. sqlite:///runs/optuna.db "
             "(an in-memory store would be lost)"
@@ -221,11 +227,29 @@ def _scrubbed(text: str, url: str) -> str:
 def sqlite_path(url: str) -> Path | None:
     """The database file of a SQLite URL, every symbolic link resolved; None for other databases.
 
+    A URL may name the file as a path (``sqlite:///runs/s.db``) or, with ``?uri=true``, as a SQLite
+    URI (``sqlite:///file:runs/s.db?uri=true``, ``sqlite:///file:///abs/s.db?uri=true``): both give
+    the same file, and so the same writer lock and output checks.
+
     Raises:
         StorageURLError: see ``parse_storage_url``.
     """
     parsed = parse_storage_url(url)
-    return Path(parsed.database).resolve() if parsed.get_backend_name() == "sqlite" else None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    return _sqlite_file(parsed.database, _is_true(parsed.query.get("uri"))).resolve()
+
+
+def _is_true(value: object) -> bool:
+    """A URL query flag as SQLAlchemy's SQLite driver reads it (``true``, ``1``, ...)."""
+    return str(value[-1] if isinstance(value, tuple) else value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def _sqlite_file(database: str, uri: bool) -> Path:
+    """The file a SQLite URL's database part names: a path, or (``uri``) a ``file:`` URI's path."""
+    if uri and database.startswith("file:"):
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(database).path))
+    return Path(database)
 
 
 def store_files(url: str) -> list[Path]:
@@ -266,6 +290,12 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
         return
     if not path.is_file():
         raise StorageURLError(f"the SQLite store {path} is not a file")
+    if writing and (links := path.stat().st_nlink) > 1:  # other names of the file: other logs, another lock
+        raise StorageURLError(
+            f"the SQLite store {path} has {links} hard links: through another name SQLite would keep another "
+            "write-ahead log (and corrupt the store), and a second driver would not meet this one's writer lock; "
+            "keep one name (remove the other links), or pass another --storage file"
+        )
     # Only SQLite opens the file: closing any other descriptor of it would drop the locks this
     # process's SQLite connections hold there (POSIX locks), and another process could then
     # checkpoint and delete the write-ahead log under them.
@@ -307,8 +337,8 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     parsed = parse_storage_url(url)
     engine_kwargs = {}
     if parsed.get_backend_name() == "sqlite":
-        path = Path(parsed.database)
-        check_sqlite_store(path.resolve(), writing=not read_only)
+        path = sqlite_path(url)
+        check_sqlite_store(path, writing=not read_only)
         if not read_only:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # A store describes its studies: its owner's alone (SQLite gives its -wal file the same mode).

@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 
 from storage import single_writer
@@ -140,6 +141,41 @@ def test_a_second_driver_through_a_symbolic_link_is_refused(link: str, capsys, t
         assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{other}"]) == 3
     assert "another driver" in capsys.readouterr().err
     assert sorted(p.name for p in real.iterdir()) == sorted(["store.db.writer-lock", *(["store.db"] if link == "file" else [])])
+
+
+@pytest.mark.parametrize("form", ["uri-absolute", "uri-triple-slash", "uri-relative", "uri-with-arguments"])
+def test_a_second_driver_naming_the_file_as_a_sqlite_uri_is_refused(
+    form: str, capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class of URLs that name one database file in another form: the lock is the file's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    other = {
+        "uri-absolute": f"sqlite:///file:{tmp_path}/runs/store.db?uri=true",
+        "uri-triple-slash": f"sqlite:///file://{tmp_path}/runs/store.db?uri=true",
+        "uri-relative": "sqlite:///file:runs/store.db?uri=true",
+        "uri-with-arguments": "sqlite:///file:runs/./store.db?mode=rwc&uri=true",
+    }[form]
+    with single_writer("sqlite:///runs/store.db"):  # as a first driver, on the plain path, holds it
+        assert main(["lra_sharing", "--preset", "smoke", "--storage", other]) == 3
+    assert "another driver" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["store.db.writer-lock"]  # nothing else was written
+
+
+def test_a_store_with_another_hard_link_is_refused_for_writing(capsys, tmp_path: Path) -> None:
+    """A hard link is another name the writer lock cannot see (and SQLite would log it apart)."""
+    optuna.create_study(storage=f"sqlite:///{tmp_path / 'store.db'}")
+    os.link(tmp_path / "store.db", tmp_path / "other.db")
+    code, error = exit_code_and_error(
+        ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{tmp_path / 'other.db'}"], capsys
+    )
+    assert code == 2 and "has 2 hard links" in error and "keep one name" in error
+
+
+def test_an_in_memory_sqlite_uri_is_refused(capsys) -> None:
+    for url in ("sqlite:///file::memory:?uri=true", "sqlite:///file:x?mode=memory&uri=true"):
+        code, error = exit_code_and_error(["lra_sharing", "--storage", url], capsys)
+        assert code == 2 and "SQLite needs a file" in error, url
 
 
 def test_precision_and_compile_flags_reach_every_trial_and_name_their_own_study() -> None:
