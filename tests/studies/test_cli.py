@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -160,6 +161,21 @@ def test_a_second_driver_naming_the_file_as_a_sqlite_uri_is_refused(
         assert main(["lra_sharing", "--preset", "smoke", "--storage", other]) == 3
     assert "another driver" in capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["store.db.writer-lock"]  # nothing else was written
+
+
+def test_a_second_driver_through_another_mount_of_the_folder_is_refused(capsys, tmp_path: Path) -> None:
+    """A bind mount shows the store's folder under another path; the lock beside the file is the same file."""
+    real, mounted = tmp_path / "real", tmp_path / "mounted"
+    real.mkdir()
+    mounted.mkdir()
+    if subprocess.run(["mount", "--bind", str(real), str(mounted)], capture_output=True).returncode != 0:
+        pytest.skip("this machine lets this user mount nothing (a bind mount needs root)")
+    try:
+        with single_writer(f"sqlite:///{real / 'store.db'}"):
+            assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'store.db'}"]) == 3
+        assert "another driver" in capsys.readouterr().err
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
 
 
 def test_a_store_with_another_hard_link_is_refused_for_writing(capsys, tmp_path: Path) -> None:
