@@ -30,6 +30,12 @@ LAYOUT = {
 }
 
 
+def plain(text: object) -> str:
+    """A string from a store as plotly must show it: as text. Plotly reads a subset of HTML in titles,
+    tick labels, legend names and hover texts (links, bold, styles); escaped, the tags show as written."""
+    return html.escape(str(text), quote=False)
+
+
 def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
     """Adds measured seconds per 1,000 training examples (from ``examples_per_s``)."""
     frame = frame.copy()
@@ -53,7 +59,7 @@ def hover_text(row: pd.Series, knobs: list[str], column: str) -> str:
     ):
         if pd.notna(row.get(name)):
             lines.append(f"{unit}: {float(row[name]):.4g}")
-    return "<br>".join(html.escape(line) for line in lines)
+    return "<br>".join(plain(line) for line in lines)
 
 
 def families(frame: pd.DataFrame) -> dict[str, str]:
@@ -83,8 +89,8 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
                     x=subset[x],
                     y=subset[measured.column],
                     mode="markers",
-                    name=html.escape(name),
-                    legendgroup=family,
+                    name=plain(name),
+                    legendgroup=plain(family),
                     marker=marker,
                     hovertext=[hover_text(row, knobs, measured.column) for _, row in subset.iterrows()],
                     hoverinfo="text",
@@ -95,9 +101,9 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
         if ys and pd.notna(right_edge) and right_edge > xs[-1]:
             xs, ys = [*xs, right_edge], [*ys, ys[-1]]  # a front holds to the right: more cost buys at least as much
         line = {"color": color, "width": 2 if baseline else 3, "shape": "hv"} | ({"dash": "dash"} if baseline else {})
-        name = html.escape(f"{family} front" + (" (reference)" if baseline else ""))
-        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=family, line=line, hoverinfo="skip"))
-    figure.update_layout(title=title, xaxis_title=AXES[x], yaxis_title=measured.label, xaxis_type="log", **LAYOUT)
+        name = plain(f"{family} front" + (" (reference)" if baseline else ""))
+        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=plain(family), line=line, hoverinfo="skip"))
+    figure.update_layout(title=plain(title), xaxis_title=AXES[x], yaxis_title=plain(measured.label), xaxis_type="log", **LAYOUT)
     return figure
 
 
@@ -120,21 +126,22 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
         figure.add_annotation(text="no complete trials to compare yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         figure.update_layout(title="Knob effects", **LAYOUT)
         return figure
-    figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=knobs, horizontal_spacing=0.04)
+    titles = [plain(knob) for knob in knobs]
+    figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
     colors = {family: color for family, color in families(complete).items() if family in set(compared["family"])}
     for column, knob in enumerate(knobs, start=1):
         for family, color in colors.items():
             rows = compared[(compared["family"] == family) & compared[knob].notna()]
             figure.add_trace(
                 go.Box(
-                    x=rows[knob].astype(str),
+                    x=rows[knob].map(plain),
                     y=rows[measured.column],
                     boxpoints="all",
                     jitter=0.3,
                     pointpos=0,
-                    name=html.escape(family),
-                    legendgroup=family,
-                    offsetgroup=family,
+                    name=plain(family),
+                    legendgroup=plain(family),
+                    offsetgroup=plain(family),
                     showlegend=column == 1,
                     marker={"color": color},
                     hovertext=[hover_text(row, hover_knobs, measured.column) for _, row in rows.iterrows()],
@@ -149,12 +156,17 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
             compared[knob].dropna().unique(), key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v))
         )
         figure.update_xaxes(
-            type="category", categoryorder="array", categoryarray=[str(v) for v in order], title_text=knob, row=1, col=column
+            type="category",
+            categoryorder="array",
+            categoryarray=[plain(v) for v in order],
+            title_text=plain(knob),
+            row=1,
+            col=column,
         )
-    figure.update_yaxes(title_text=measured.label, row=1, col=1)
-    dashed = f" (dashed: {html.escape(reference[1])})" if reference is not None else ""
+    figure.update_yaxes(title_text=plain(measured.label), row=1, col=1)
+    dashed = f" (dashed: {plain(reference[1])})" if reference is not None else ""
     figure.update_layout(
-        title=f"Knob effects by family: complete search runs, {measured.label}{dashed}", boxmode="group", **LAYOUT
+        title=f"Knob effects by family: complete search runs, {plain(measured.label)}{dashed}", boxmode="group", **LAYOUT
     )
     return figure
 
@@ -173,21 +185,24 @@ def curves_figure(
                 x=curve["step"],
                 y=curve["value"],
                 mode="lines+markers",
-                name=html.escape(label),
+                name=plain(label),
                 line={"color": colors.get(family, COLORS["pruned"]), "dash": "dot" if state == "PRUNED" else "solid"},
                 marker={"size": 5},
             )
         )
-    figure.update_layout(title=title, xaxis_title="training step", yaxis_title=y_title, **LAYOUT)
+    figure.update_layout(title=plain(title), xaxis_title="training step", yaxis_title=plain(y_title), **LAYOUT)
     return figure
 
 
 def importance_figure(importances: dict[str, float], target: str) -> go.Figure:
     """Horizontal bars of knob importances for ``target`` (the study's first objective)."""
     names = list(importances)[::-1]
-    figure = go.Figure(go.Bar(x=[importances[n] for n in names], y=names, orientation="h", marker={"color": COLORS["damcha"]}))
+    bars = go.Bar(
+        x=[importances[n] for n in names], y=[plain(n) for n in names], orientation="h", marker={"color": COLORS["damcha"]}
+    )
+    figure = go.Figure(bars)
     figure.update_layout(
-        title=f"Knob importance for {target} (Optuna PED-ANOVA)",
+        title=f"Knob importance for {plain(target)} (Optuna PED-ANOVA)",
         xaxis_title="importance (share of the total)",
         **LAYOUT,
     )
@@ -211,7 +226,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
                     x=front[FLOPS],
                     y=front[measured.column],
                     mode="lines+markers",
-                    name=html.escape(f"{study_name}: {family} front"),
+                    name=plain(f"{study_name}: {family} front"),
                     line={"dash": "dash" if rows["baseline"].iloc[0] else "solid", "shape": "hv"},
                     hovertext=[hover_text(row, knobs, measured.column) for _, row in front.iterrows()],
                     hoverinfo="text",
@@ -220,7 +235,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
     figure.update_layout(
         title="Pareto fronts of several studies",
         xaxis_title=AXES[FLOPS],
-        yaxis_title=" / ".join(dict.fromkeys(quality(frame).label for frame in frames.values())),
+        yaxis_title=" / ".join(dict.fromkeys(plain(quality(frame).label) for frame in frames.values())),
         xaxis_type="log",
         **LAYOUT,
     )

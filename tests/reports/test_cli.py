@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import optuna
@@ -127,3 +128,49 @@ def test_another_program_s_odd_store_gets_a_page_that_says_what_it_lacks(
     page = out.read_text()
     assert says.replace("'", "&#x27;") in page or says in page
     assert "inf accuracy points" not in page and "inf%" not in page
+
+
+LINK = '<a href="https://example.com/">click</a>'
+STYLED = '<span style="color:red">red</span><b>bold</b><i>it</i><sup>up</sup>'
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a figure's JSON tree (titles, tick labels, names, texts, categories)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def test_store_strings_reach_plotly_as_text_never_as_markup(tmp_path: Path) -> None:
+    """The class of plotly's live markup (links, styles, bold, italics, super- and subscripts) in knob names,
+    knob values, family labels and metric names another program wrote: each shows as the text it is."""
+    from reports.html import report_html
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    study = optuna.create_study(study_name="hostile", storage=open_storage(url), directions=["maximize", "minimize"])
+    study.set_metric_names([LINK, "flops"])
+    knob = CategoricalDistribution(("mha", "damcha", STYLED))
+    for index, (value, accuracy) in enumerate((("mha", 0.3), ("damcha", 0.35), (STYLED, 0.2), ("damcha", 0.33))):
+        study.add_trial(
+            create_trial(
+                params={LINK: value, "plain": value},
+                distributions={LINK: knob, "plain": knob},
+                values=[accuracy, 100.0 - index],
+                state=TrialState.COMPLETE,
+                intermediate_values={10: accuracy, 20: accuracy},
+                user_attrs={
+                    "baseline": value == "mha",
+                    "family": STYLED if index % 2 else "mha",
+                    "flops_per_example": 100.0 - index,
+                },
+            )
+        )
+    _, figures = report_html(study, url)
+    markup = re.compile(r"<(?!br>)[a-z]", re.IGNORECASE)  # any tag but the line breaks this product writes
+    for name, figure in figures.items():
+        live = [text for text in _strings(figure.to_plotly_json()) if markup.search(text)]
+        assert not live, (name, live[:3])
