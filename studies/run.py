@@ -20,6 +20,7 @@ from search_space.space import SearchSpaceError, Value
 from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
 from studies.catalogue import STUDIES, SUITES, get_runnable
 from studies.catalogue.schema import Suite
+from studies.engine.options import LOCAL_ADDRESS
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.naming import UnknownNameError
@@ -71,7 +72,7 @@ LOCAL_ONLY_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 def prepare_ray_environment(address: str | None) -> None:
     """Set what Ray reads once, when imported, for the Ray this run will join or start.
 
-    A local run (no ``--address``, no ``RAY_ADDRESS``) keeps its Ray on loopback; joining a
+    A local run (no ``--address``, no ``RAY_ADDRESS``, or either ``local``) keeps its Ray on loopback; joining a
     cluster by ``host:port`` needs Ray's token mode when a token exists (``ray start --head``
     writes ``~/.ray/auth_token``). A variable the user set is left alone, and so is a cluster's
     binding: its operator configured it.
@@ -82,7 +83,7 @@ def prepare_ray_environment(address: str | None) -> None:
     if "ray" in sys.modules:  # too late for this process, and Ray processes it starts later would inherit a mismatch
         return
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address:
+    if not address or address == LOCAL_ADDRESS:  # Ray starts here, for this run: on loopback
         os.environ.setdefault(LOCAL_ONLY_VARIABLE, "0")
     elif address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
         os.environ["RAY_AUTH_MODE"] = "token"

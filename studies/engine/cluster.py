@@ -7,7 +7,7 @@ import os
 
 import ray
 
-from studies.engine.options import StudyOptionError, TrialResources
+from studies.engine.options import LOCAL_ADDRESS, StudyOptionError, TrialResources
 from studies.engine.signals import stop_on_signals
 from trainers.memory import GIB
 
@@ -18,7 +18,7 @@ def start_ray(address: str | None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS")
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
-    if address:
+    if address and address != LOCAL_ADDRESS:
         ray.init(address=address, **common)  # host:port needs RAY_AUTH_MODE=token: see studies.run.prepare_ray_environment
     else:
         ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, **common)  # never a stale cluster

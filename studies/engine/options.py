@@ -116,6 +116,7 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
     return space, others
 
 
+LOCAL_ADDRESS = "local"  # --address local (or RAY_ADDRESS=local): Ray starts here for this run, as with no address
 FRESH_SUFFIX = "fresh-%Y%m%d-%H%M%S"  # ``--fresh``: the new study's name is the old one's with this (a time) after it
 MIN_TRIAL_MEMORY = 2**20  # bytes: below a MiB, a budget is no number Ray can divide its nodes' memory by
 NAME_BYTES = 255  # a file name's length limit (NAME_MAX on Linux and macOS): Ray Tune names a folder after the study
@@ -258,7 +259,7 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
             f"got {options.trial_memory_gib}"
         )
     memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
-    if address := options.address or os.environ.get("RAY_ADDRESS"):
+    if (address := options.address or os.environ.get("RAY_ADDRESS")) and address != LOCAL_ADDRESS:
         check_ray_address(address)
     else:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
         _check_local_resources(cpus, gpus, options.trial_memory_gib)

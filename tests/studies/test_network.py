@@ -15,9 +15,20 @@ from tests.processes import descendants, kill_tree, listeners, wait_for_training
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads sockets from Linux's /proc")
-def test_a_local_run_s_ray_processes_listen_on_loopback_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("address", "variable"),
+    [(None, None), ("local", None), (None, "local")],
+    ids=["no-address", "--address-local", "RAY_ADDRESS-local"],
+)
+def test_a_local_run_s_ray_processes_listen_on_loopback_only(tmp_path: Path, address: str | None, variable: str | None) -> None:
+    """The class of runs that start their own Ray: no address, ``--address local``, ``RAY_ADDRESS=local``."""
     environment = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", LOCAL_ONLY_VARIABLE)}
-    command = smoke_study_command("--storage", f"sqlite:///{tmp_path / 'store.db'}", "--data-cache", str(tmp_path / "data"))
+    if variable is not None:
+        environment["RAY_ADDRESS"] = variable
+    options = ("--address", address) if address else ()
+    command = smoke_study_command(
+        "--storage", f"sqlite:///{tmp_path / 'store.db'}", "--data-cache", str(tmp_path / "data"), *options
+    )
     driver = subprocess.Popen(
         command,
         cwd=tmp_path,
