@@ -116,35 +116,41 @@ def postgres_url():
         yield url
 
 
-def _session_pids(session: str) -> list[int]:
-    """Processes of one Ray session (their command lines name its directory)."""
+def _pids_naming(folder: str) -> set[int]:
+    """Processes whose command lines name ``folder`` (a Ray head's own temporary folder: its daemons' arguments
+    do), and every process below them (workers, which rename themselves ``ray::...``)."""
     from pathlib import Path
 
-    pids = []
+    from tests.processes import descendants
+
+    pids = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if session in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(entry.name))
+                if folder in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.add(int(entry.name))
             except OSError:
                 continue
-    return pids
+    return pids | {pid for root in pids for pid, _ in descendants(root)}
 
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory):
-    """A Ray head (with its job server) started by ``ray start --head`` on free ports.
-
-    Stopped by its own pids (never ``ray stop``).
+    """A Ray head (with its job server) started by ``ray start --head`` on free ports, in a temporary folder
+    of its own (``RAY_TMPDIR``: its session, sockets, logs and address file), so that it is found, joined and
+    stopped as what this fixture started: never through ``/tmp/ray``, never by ``ray stop``.
 
     Yields:
-        ``{"address": "HOST:PORT", "jobs": "http://127.0.0.1:PORT"}``.
+        ``{"address": "HOST:PORT", "jobs": "http://127.0.0.1:PORT", "env": {"RAY_TMPDIR": folder}}``: a
+        driver that joins with ``--address auto`` needs ``env``.
     """
     import re
+    import shutil
     import signal
     import socket
     import subprocess
     import sys
+    import tempfile
     import time
     from pathlib import Path
 
@@ -153,6 +159,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
         for probe in sockets:
             probe.bind(("", 0))
         port, jobs_port, agent_port, agent_grpc_port, runtime_env_port, metrics_port = (s.getsockname()[1] for s in sockets)
+    folder = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {"RAY_TMPDIR": folder}
     ray = str(Path(sys.executable).with_name("ray"))
     log = tmp_path_factory.mktemp("ray-head") / "start.log"
     with log.open("w") as output:  # a file, not a pipe: the daemons it starts keep writing after it returns
@@ -175,17 +183,15 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
             stderr=subprocess.STDOUT,
             timeout=120,
             check=True,
+            env=os.environ | env,
         )
     address = re.search(r"--address='([^']+)'", log.read_text()).group(1)
-    session = Path("/tmp/ray/session_latest").resolve().name
     try:
-        yield {"address": address, "jobs": f"http://127.0.0.1:{jobs_port}"}
+        yield {"address": address, "jobs": f"http://127.0.0.1:{jobs_port}", "env": env}
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in set(_session_pids(session)) - {os.getpid()}:
+            for pid in _pids_naming(folder) - {os.getpid()}:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
             time.sleep(2)
-        current = Path("/tmp/ray/ray_current_cluster")  # `ray start` points later `ray.init()` calls here
-        if current.is_file() and str(port) in current.read_text():
-            current.unlink()
+        shutil.rmtree(folder, ignore_errors=True)

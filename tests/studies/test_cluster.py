@@ -36,6 +36,7 @@ def test_smoke_study_on_a_ray_head_joined_by_address(how: str, ray_head: dict, t
         capture_output=True,
         text=True,
         timeout=300,
+        env=os.environ | ray_head["env"],  # --address auto finds the head in its own temporary folder
     )
     assert result.returncode == 0, result.stderr[-3000:]
     trials = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
