@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import re
 from pathlib import Path
 
@@ -81,8 +82,10 @@ def test_the_verdict_summary_and_report_speak_of_bits_per_byte_lower_being_bette
     [
         (None, r"corpus directory .*absent does not exist; give a directory of text files, hf:NAME\[:CONFIG\]"),
         ("binary", r"blob.bin holds NUL bytes: it is not a text file; remove it from the corpus"),
+        ("latin-1-file-name", r"the file name .*caf\\xe9.txt is not valid UTF-8; rename it or remove it from the corpus"),
+        ("latin-1-folder-name", r"the file name .*r\\xe9sum\\xe9/notes.txt is not valid UTF-8"),
     ],
-    ids=["missing", "binary"],
+    ids=["missing", "binary", "latin-1-file-name", "latin-1-folder-name"],
 )
 def test_a_bad_corpus_exits_2_with_one_sentence_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], corpus: str | None, message: str
@@ -94,6 +97,14 @@ def test_a_bad_corpus_exits_2_with_one_sentence_and_writes_nothing(
         data.mkdir()
         (data / "notes.txt").write_text("text " * 2000)
         (data / "blob.bin").write_bytes(b"\x00\x01" * 100)
+    elif corpus is not None:  # a name in Latin-1, as an old archive may hold: not UTF-8
+        data.mkdir()
+        (data / "notes.txt").write_text("text " * 2000)
+        name = b"caf\xe9.txt" if corpus == "latin-1-file-name" else b"r\xe9sum\xe9/notes.txt"
+        target = os.fsencode(data) + b"/" + name
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as handle:
+            handle.write(b"text " * 100)
     before = _tree(tmp_path)
     assert _exit_code(["lm_rank", "--preset", "smoke", "--data-dir", str(data), "--data-cache", "cache"]) == 2
     error = capsys.readouterr().err

@@ -20,6 +20,7 @@ windows: the model reads the first ``seq_len`` bytes and predicts each next one.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sys
 import sysconfig
@@ -88,9 +89,25 @@ def corpus_files(root: Path, *, python_only: bool) -> list[Path]:
     if not files:
         raise DataFileError(f"task 'bytes_lm': corpus directory {root} holds no files; give {TEXT_SOURCES}")
     for path in files:
+        _check_name(path, root)
         with path.open("rb") as handle:
             _check_text(handle.read(BINARY_PROBE), path)
     return files
+
+
+def _check_name(path: Path, root: Path) -> None:
+    """Refuse a file whose name (or a folder's on its way) is not UTF-8: the task records names as text.
+
+    Raises:
+        DataFileError: naming the file as its bytes read.
+    """
+    try:
+        path.relative_to(root).as_posix().encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", errors="backslashreplace")
+        raise DataFileError(
+            f"task 'bytes_lm': the file name {shown} is not valid UTF-8; rename it or remove it from the corpus"
+        ) from None
 
 
 def _check_text(data: bytes, path: Path) -> None:
