@@ -16,8 +16,13 @@ import resource
 from collections.abc import Iterator
 from pathlib import Path
 
+import torch
+
 GIB = 2**30
 _OUT_OF_MEMORY = re.compile(r"out of memory|can't allocate memory|Cannot allocate memory", re.IGNORECASE)
+# How libraries word an allocation that failed, where a budget makes it the likely cause (oneDNN's scratchpad).
+_UNDER_A_BUDGET = re.compile(r"could not create a primitive|bad_alloc|failed to allocate", re.IGNORECASE)
+_PARALLEL_ELEMENTS = 2**17  # an op this large runs on the intra-op thread pool (grain size 32768)
 
 
 class TrainingOutOfMemoryError(MemoryError):
@@ -62,6 +67,9 @@ def memory_budget(budget_bytes: int | None) -> Iterator[None]:
     """
     previous = resource.getrlimit(resource.RLIMIT_DATA)
     if budget_bytes is not None:
+        # The thread pool first: a thread's stack counts against the limit, and a pool that cannot start its
+        # threads under it aborts the process (libgomp: "Thread creation failed") instead of raising.
+        torch.zeros(_PARALLEL_ELEMENTS).add_(1).sum()
         soft = data_segment_bytes() + budget_bytes
         if previous[1] != resource.RLIM_INFINITY:
             soft = min(soft, previous[1])
@@ -69,7 +77,9 @@ def memory_budget(budget_bytes: int | None) -> Iterator[None]:
     try:
         yield
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
-        if not is_out_of_memory(error) or isinstance(error, TrainingOutOfMemoryError):
+        if isinstance(error, TrainingOutOfMemoryError) or not (
+            is_out_of_memory(error) or (budget_bytes is not None and _UNDER_A_BUDGET.search(str(error)))
+        ):
             raise
         detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
         on_gpu = type(error).__name__ == "OutOfMemoryError"  # torch's, raised for accelerator memory only

@@ -40,6 +40,44 @@ def test_an_allocation_over_the_budget_fails_with_a_reason_and_the_limit_comes_b
     assert "cause: RuntimeError" in output and "after: ok" in output
 
 
+def test_a_library_s_own_words_for_a_failed_allocation_are_out_of_memory_under_a_budget() -> None:
+    """The class of allocation failures that do not say "out of memory": oneDNN's, a C++ bad_alloc."""
+    output = run_python("""
+        from trainers.memory import GIB, TrainingOutOfMemoryError, memory_budget
+        for words in ("could not create a primitive", "std::bad_alloc"):
+            try:
+                with memory_budget(GIB):
+                    raise RuntimeError(words)
+            except TrainingOutOfMemoryError as error:
+                print("budget:", error)
+            try:
+                with memory_budget(None):
+                    raise RuntimeError(words)
+            except RuntimeError as error:
+                print("none:", type(error).__name__)
+    """)
+    assert output.count("budget: out of memory: the run's budget of 1 GiB was not enough") == 2
+    assert output.count("none: RuntimeError") == 2  # without a budget, nothing says it was memory
+
+
+def test_a_tiny_budget_fails_a_multithreaded_step_with_a_reason_not_an_abort() -> None:
+    """A pool that starts its threads under the limit aborted the process (libgomp), killing the worker."""
+    output = run_python("""
+        import torch
+        from trainers.memory import TrainingOutOfMemoryError, memory_budget
+        torch.set_num_threads(2)
+        x, q = torch.randn(32, 40, 64, requires_grad=True), torch.randn(32, 4, 40, 16, requires_grad=True)
+        layer = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64))
+        try:
+            with memory_budget(2**20):
+                for _ in range(3):
+                    (layer(x).sum() + torch.nn.functional.scaled_dot_product_attention(q, q, q).sum()).backward()
+        except TrainingOutOfMemoryError as error:
+            print("raised:", error)
+    """)
+    assert "raised: out of memory: the run's budget of 0.000977 GiB was not enough" in output
+
+
 def test_other_errors_pass_through_unchanged() -> None:
     output = run_python("""
         from trainers.memory import GIB, memory_budget
