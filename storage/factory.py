@@ -296,13 +296,20 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             "write-ahead log (and corrupt the store), and a second driver would not meet this one's writer lock; "
             "keep one name (remove the other links), or pass another --storage file"
         )
+    if on_read_only_medium(path):
+        if writing:
+            raise StorageURLError(
+                f"the SQLite store {path} is on a read-only file system: a study writes its trials there; copy it to "
+                "a writable folder, or pass another --storage file (python -m reports reads it where it is)"
+            )
     # Only SQLite opens the file: closing any other descriptor of it would drop the locks this
     # process's SQLite connections hold there (POSIX locks), and another process could then
     # checkpoint and delete the write-ahead log under them.
     try:
         # mode=rw never creates the file, and reads a write-ahead log as writers see it (a
-        # read-only connection may not, and then reports a healthy store as malformed).
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=SQLITE_TIMEOUT_S)) as connection:
+        # read-only connection may not, and then reports a healthy store as malformed). On a
+        # read-only medium nothing can write: the file is read as it is (``immutable``).
+        with contextlib.closing(sqlite3.connect(_reading_uri(path), uri=True, timeout=SQLITE_TIMEOUT_S)) as connection:
             (verdict,) = connection.execute("PRAGMA quick_check(1)").fetchone()
     except sqlite3.DatabaseError as error:
         verdict = str(error)
@@ -318,6 +325,21 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             f"cannot write to the SQLite store {path} (permission denied on the file or its folder {path.parent}); "
             "fix the permissions, or pass another --storage file"
         )
+
+
+def on_read_only_medium(path: Path) -> bool:
+    """Whether ``path``'s file system is mounted read-only (a write-ahead log cannot be read there as usual)."""
+    return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+
+
+def _reading_uri(path: Path) -> str:
+    """A SQLite URI that reads ``path`` without creating it: as writers see it. On a read-only medium,
+    where SQLite cannot create a write-ahead log's index: read-only with the log and index that are
+    there, or, when the store was closed cleanly (no log left), as an immutable file."""
+    quoted = urllib.parse.quote(str(path))
+    if not on_read_only_medium(path):
+        return f"file:{quoted}?mode=rw"
+    return f"file:{quoted}?mode=ro" if Path(f"{path}-wal").exists() else f"file:{quoted}?mode=ro&immutable=1"
 
 
 def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat: Any) -> optuna.storages.RDBStorage:
@@ -336,9 +358,12 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     url = url or resolve_storage_url(None)
     parsed = parse_storage_url(url)
     engine_kwargs = {}
+    connect = url
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(url)
         check_sqlite_store(path, writing=not read_only)
+        if read_only and on_read_only_medium(path):  # read as an immutable file: see _reading_uri
+            connect = f"sqlite:///{_reading_uri(path)}&uri=true"
         if not read_only:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # A store describes its studies: its owner's alone (SQLite gives its -wal file the same mode).
@@ -354,7 +379,7 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     try:
         with warnings.catch_warnings():  # Optuna marks its heartbeat experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
+            storage = optuna.storages.RDBStorage(connect, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
         if read_only:  # nothing was read yet (no tables created): read once, so that a store it cannot use fails here
             storage.get_all_studies()
         return storage

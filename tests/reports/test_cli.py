@@ -174,3 +174,45 @@ def test_store_strings_reach_plotly_as_text_never_as_markup(tmp_path: Path) -> N
     for name, figure in figures.items():
         live = [text for text in _strings(figure.to_plotly_json()) if markup.search(text)]
         assert not live, (name, live[:3])
+
+
+@pytest.mark.parametrize("log", ["closed-cleanly", "write-ahead-log-left"])
+def test_a_store_on_a_read_only_file_system_is_read_by_reports_and_refused_by_a_run(tmp_path: Path, capsys, log: str) -> None:
+    """The class of stores on read-only media (a read-only mount, a snapshot), closed cleanly or with their
+    write-ahead log and its index left beside them: WAL mode needs a writable folder to read as usual."""
+    import subprocess
+    import sys
+
+    from studies.run import main as run
+
+    source, mounted = tmp_path / "source", tmp_path / "mounted"
+    source.mkdir()
+    mounted.mkdir()
+    url = f"sqlite:///{source / 'store.db'}"
+    make = f"""
+import optuna
+from storage import open_storage
+study = optuna.create_study(study_name="plain", storage=open_storage({url!r}))
+study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=3)
+"""
+    if log == "write-ahead-log-left":
+        make += "import os; os._exit(0)  # as a killed writer: its log and index stay\n"
+    subprocess.run([sys.executable, "-c", make], check=True, cwd=Path(__file__).resolve().parents[2])
+    assert (source / "store.db-wal").exists() == (log == "write-ahead-log-left")
+    if subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True).returncode != 0:
+        pytest.skip("this machine lets this user mount nothing (a read-only bind mount needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        url = f"sqlite:///{mounted / 'store.db'}"
+        out = tmp_path / "page.html"
+        assert main(["plain", "--storage", url, "-o", str(out)]) == 0
+        assert out.read_text().count("<td>3</td>") >= 1  # the report's count of complete trials
+        stored = optuna.load_study(study_name="plain", storage=open_storage(url, read_only=True)).get_trials()
+        assert len(stored) == 3  # the write-ahead log's trials too, where one was left
+        with pytest.raises(SystemExit) as stopped:  # a bad option's exit
+            run(["lra_sharing", "--preset", "smoke", "--storage", url])
+        assert stopped.value.code == 2
+        error = capsys.readouterr().err
+        assert "is on a read-only file system" in error and "damaged" not in error
+    finally:
+        subprocess.run(["umount", "--lazy", str(mounted)], check=True)  # lazy: this process may still hold the file
