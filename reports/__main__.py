@@ -85,13 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         studies = [_load(storage, url, name) for name in names]
     except (StorageURLError, LookupError, OutputPathError) as error:
         parser.error(str(error))
-    if comparing:
-        path = write_atomically(output, compare_html(studies, plotlyjs=args.plotlyjs))
-    else:
-        page, figures = report_html(studies[0], url, plotlyjs=args.plotlyjs)
-        path = write_atomically(output, page)
-        if args.png:
-            print(write_images(figures, args.png))
+    try:
+        if comparing:
+            path = write_atomically(output, compare_html(studies, plotlyjs=args.plotlyjs))
+        else:
+            page, figures = report_html(studies[0], url, plotlyjs=args.plotlyjs)
+            path = write_atomically(output, page)
+            if args.png:
+                print(write_images(figures, args.png))
+    except OSError as error:  # a full disk, say: write_atomically left no partial file
+        parser.error(f"cannot write {error.filename or output}: {error.strerror or error}; free space there, or pass another -o")
     print(f"report: {path}")
     return 0
 

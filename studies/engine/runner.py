@@ -12,7 +12,7 @@ from typing import TextIO
 
 import ray
 
-from reports.files import report_path
+from reports.files import OutputPathError, report_path
 from reports.html import write_report
 from reports.results import StudyResults
 from reports.results.frame import outcome
@@ -62,6 +62,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             before anything is written (``check_options``).
         DataFileError: a missing or malformed release file, before the store is touched.
         StoreBusyError: another driver is writing to the same SQLite store.
+        OutputPathError: the report cannot be written (no space left, say); the trials are in the store.
     """
     out = out or sys.stdout
     run = check_options(study, options)
@@ -130,7 +131,13 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
 
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
         optuna_study.set_user_attr(VERDICT_ATTRIBUTE, results.verdict.sentence)
-        write_report(optuna_study, report, run.url, results=results)
+        try:
+            write_report(optuna_study, report, run.url, results=results)
+        except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page
+            raise OutputPathError(
+                f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free space, "
+                f"then python -m reports {optuna_study.study_name} -o FILE"
+            ) from None
         counts = Counter(outcome(trial) for trial in optuna_study.get_trials(deepcopy=False))
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
         return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)

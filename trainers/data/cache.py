@@ -17,6 +17,7 @@ from typing import Any
 
 import datasets
 
+from trainers.data.lra_files import DataFileError
 from trainers.outputs import DATA_CACHE_DIR
 
 FORMAT_VERSION = 1
@@ -66,6 +67,9 @@ def cached_splits(
 
     Returns:
         The splits, memory-mapped from the cache's Arrow files.
+
+    Raises:
+        DataFileError: the cache cannot be written (no space left, say); nothing of it is left behind.
     """
     key = {"task": task, "params": params, "format_version": FORMAT_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -81,10 +85,16 @@ def cached_splits(
         datasets.disable_progress_bars()
         try:
             splits.save_to_disk(str(partial))
+            (partial / MANIFEST).write_text(json.dumps({"key": key, "checksums": _checksums(partial)}, indent=1))
+        except OSError as error:  # a full disk, say: no half-written cache is left
+            shutil.rmtree(partial, ignore_errors=True)
+            raise DataFileError(
+                f"cannot write the data cache {directory}: {error.strerror or error}; free space there, "
+                "or pass another --data-cache"
+            ) from None
         finally:
             if bars:
                 datasets.enable_progress_bars()
-        (partial / MANIFEST).write_text(json.dumps({"key": key, "checksums": _checksums(partial)}, indent=1))
         try:
             partial.rename(directory)  # a half-written cache never carries the final name
         except OSError:  # the name is taken: by another process's finished build, or by a bad cache

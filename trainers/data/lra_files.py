@@ -29,7 +29,7 @@ DATA_DIR_VARIABLE = "LRA_DATA_DIR"
 
 
 class DataFileError(ValueError):
-    """A release file is missing or malformed; the message names the file (and line)."""
+    """A data file is missing or malformed, or a data cache cannot be written; the message names the file (and line)."""
 
 
 def data_root(task: str, data_dir: Path | str | None) -> Path:
