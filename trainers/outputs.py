@@ -17,6 +17,11 @@ DATA_CACHE_DIR = RUNS_DIR / "data"  # datasets' Arrow caches
 COMPILE_CACHE_DIR = RUNS_DIR / "torch-compile-cache"  # torch.compile's cache, kept between runs
 TUNE_DIR = RUNS_DIR / "ray"  # Ray Tune's experiment folders (the store, not these, is the record)
 REPORTS_DIR = RUNS_DIR / "reports"  # study reports
+COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+# The user's choice of torch.compile's cache, read before torch is imported (``trainers/__init__`` imports this
+# module first): importing ``torch._dynamo`` sets the variable to torch's own default when it is unset, so
+# read later it would always seem chosen, and trials would compile into that default instead of COMPILE_CACHE_DIR.
+CHOSEN_COMPILE_CACHE = os.environ.get(COMPILE_CACHE_VARIABLE) or None
 
 
 def write_atomically(path: Path, text: str) -> Path:

@@ -25,10 +25,9 @@ from trainers.data.recall import IGNORE
 from trainers.knobs import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
-from trainers.outputs import COMPILE_CACHE_DIR
+from trainers.outputs import CHOSEN_COMPILE_CACHE, COMPILE_CACHE_DIR, COMPILE_CACHE_VARIABLE
 
 PRECISIONS = ("fp32", "bf16")
-COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
@@ -154,10 +153,11 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 
 
 def compile_cache_dir() -> Path:
-    """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR``, else
-    ``runs/torch-compile-cache`` under the working directory (resolve it where the runs
-    share it: a study's driver, not each trial's own working directory)."""
-    return Path(os.environ.get(COMPILE_CACHE_VARIABLE) or COMPILE_CACHE_DIR).resolve()
+    """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR`` as the user set it
+    (``trainers.outputs.CHOSEN_COMPILE_CACHE``: torch sets it to its own default on import), else
+    ``runs/torch-compile-cache`` under the working directory (resolve it where the runs share it: a
+    study's driver, not each trial's own working directory)."""
+    return Path(CHOSEN_COMPILE_CACHE or COMPILE_CACHE_DIR).resolve()
 
 
 def use_compile_settings(cache_dir: Path, threads: int) -> None:
@@ -178,7 +178,8 @@ def compiled(model: nn.Module) -> nn.Module:
     internal assertion compiling DAMCHA on an H200 (PyTorch 2.11), and its own notes say
     it does not apply to dynamic shapes.
     """
-    os.environ.setdefault(COMPILE_CACHE_VARIABLE, str(compile_cache_dir()))
+    if not CHOSEN_COMPILE_CACHE:  # torch's own default, which importing it put there, is no one's choice
+        os.environ[COMPILE_CACHE_VARIABLE] = str(compile_cache_dir())
     return torch.compile(model, dynamic=True, options={"triton.coalesce_tiling_analysis": False})
 
 

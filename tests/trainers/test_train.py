@@ -220,3 +220,22 @@ def test_weight_decay_shrinks_linear_weights_only(tmp_path: Path) -> None:
             torch.testing.assert_close(parameter, before[name] * (1 - 0.1 * 0.5))
     linear_weights = {f"{name}.weight" for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
     assert decayed == linear_weights  # not biases, norms, the CLS or position/token embeddings
+
+
+@pytest.mark.parametrize(
+    ("chosen", "expected"), [(None, "runs/torch-compile-cache"), ("", "runs/torch-compile-cache"), ("mine", "mine")]
+)
+def test_the_compile_cache_is_the_one_a_run_says_it_uses(tmp_path: Path, chosen: str | None, expected: str) -> None:
+    """The driver resolves the cache as the command a user types does (``python -m studies.run`` imports torch,
+    whose ``torch._dynamo`` sets ``TORCHINDUCTOR_CACHE_DIR`` to its own default when unset): the user's
+    folder, else ``runs/torch-compile-cache``, never torch's default."""
+    environment = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    if chosen is not None:
+        environment["TORCHINDUCTOR_CACHE_DIR"] = chosen and str(tmp_path / chosen)
+    code = "import studies.run, torch._dynamo; from trainers.train import compile_cache_dir; print(compile_cache_dir())"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=environment | {"PYTHONPATH": str(root)}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(tmp_path / expected)
