@@ -16,7 +16,7 @@ import re
 import sqlite3
 import urllib.parse
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -409,17 +409,19 @@ class StudyLock:
     together they never start more trials than the budget.
     """
 
-    def __init__(self, url: str, study_name: str) -> None:
+    def __init__(self, url: str, study_name: str, on_wait: Callable[[], None] | None = None) -> None:
         self._url = url if parse_storage_url(url).get_backend_name() == "postgresql" else None
         self._key = int.from_bytes(hashlib.sha256(study_name.encode()).digest()[:8], "big", signed=True)
         self._engine = None
+        self._on_wait = on_wait  # called once each time the lock is found held, before waiting for it
 
-    def __getstate__(self) -> dict:
-        return {"_url": self._url, "_key": self._key, "_engine": None}  # engines don't pickle (Ray Tune pickles the searcher)
+    def __getstate__(self) -> dict:  # engines don't pickle (Ray Tune pickles the searcher)
+        return {"_url": self._url, "_key": self._key, "_engine": None, "_on_wait": None}
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """Hold the lock for the block (waits for other drivers)."""
+        """Hold the lock for the block: at once when it is free, else after saying so (``on_wait``) and waiting
+        for the driver that holds it."""
         if self._url is None:
             yield
             return
@@ -428,7 +430,11 @@ class StudyLock:
                 self._url, poolclass=sqlalchemy.pool.NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
             )
         with self._engine.connect() as connection:
-            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
+            free = connection.execute(sqlalchemy.text("SELECT pg_try_advisory_lock(:key)"), {"key": self._key}).scalar()
+            if not free:
+                if self._on_wait is not None:
+                    self._on_wait()
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": self._key})
             try:
                 yield
             finally:

@@ -18,8 +18,6 @@ decide nothing and never wait.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
 import warnings
 from collections import Counter
@@ -48,7 +46,9 @@ from studies.engine.queue import (
     COUNTED_STATES,
     MAX_RETRIES,
     PlannedTrial,
+    driver_identity,
     enqueue,
+    fail_abandoned,
     queued,
     retry,
     trial_id,
@@ -88,11 +88,6 @@ FORBIDDEN = "forbidden combination"  # why a sampled configuration that the stud
 REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
 
 
-def driver_identity() -> str:
-    """``host:pid`` of this driver process, recorded on every trial it runs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 class Ledger:
     """Asks configurations of an Optuna study and records what the trials report.
 
@@ -112,6 +107,8 @@ class Ledger:
         ask_lock: Held while counting and asking, shared with other drivers of the study
             (``storage.StudyLock``), so that together they respect the budget.
         memory_bytes: Each trial's memory budget (``trainers.memory.memory_budget``), or None.
+        exclusive: This driver is the store's only one (SQLite); else other drivers' abandoned trials are
+            looked for at each heartbeat (``heartbeat``).
     """
 
     def __init__(
@@ -129,9 +126,10 @@ class Ledger:
         budget: int,
         ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
         memory_bytes: int | None = None,
+        exclusive: bool = True,
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
-        self.memory_bytes = memory_bytes
+        self.memory_bytes, self.exclusive = memory_bytes, exclusive
         self.fix, self.seed = dict(fix), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
@@ -145,6 +143,7 @@ class Ledger:
         self.lag = preset.decision_lag
         self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
+        self.given_up: set[int] = set()  # trials another driver ended while this one ran them (``_give_up``)
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
@@ -254,8 +253,13 @@ class Ledger:
         return not any(trial.number < limit for trial in running)
 
     def _tell(self, number: int) -> None:
-        """Tell Optuna a buffered ending, then close the trial (a Ctrl-C in between leaves it to ``interrupt``)."""
-        self.ended[number].tell(self.study, self.open[number])
+        """Tell Optuna a buffered ending, then close the trial (a Ctrl-C in between leaves it to ``interrupt``);
+        one that another driver ended meanwhile is given up (``_give_up``)."""
+        try:
+            self.ended[number].tell(self.study, self.open[number])
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._give_up(number)
+            return
         del self.ended[number], self.open[number]
 
     def stops(self, number: int, step: int, value: float) -> bool:
@@ -273,6 +277,8 @@ class Ledger:
         Returns:
             True if it stops here.
         """
+        if number in self.given_up:  # another driver ended it: its training is of no use
+            return True
         trial = self.open.get(number)
         if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
             return False
@@ -381,7 +387,19 @@ class Ledger:
             return
         # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
         step, value = int(result["step"]), float(result[self.objective.metric])
-        self.storage.set_trial_intermediate_value(self.trial_ids[number], step, value)
+        try:
+            self.storage.set_trial_intermediate_value(self.trial_ids[number], step, value)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._give_up(number)
+            self._tell_all_if_finished()
+
+    def _give_up(self, number: int) -> None:
+        """Let go of a trial that another driver ended: it failed it as stale while this driver was paused (a
+        stopped process, a lost network) and queued its retry. Its training is stopped (``stops``) and its
+        ending is not recorded: the store keeps the other driver's."""
+        self.open.pop(number, None)
+        self.ended.pop(number, None)
+        self.given_up.add(number)
 
     def finish(
         self, number: int, last: Mapping[str, Any] | None, error: str | None, exception: BaseException | None = None
@@ -400,6 +418,10 @@ class Ledger:
         """
         trial = self.open.get(number)  # left open until Optuna has its ending: a Ctrl-C before it is stored fails it
         if trial is None or number in self.ended:
+            return
+        if self._stored_state(number).is_finished():  # another driver ended it meanwhile
+            self._give_up(number)
+            self._tell_all_if_finished()
             return
         last = last or {}
         for name in COST_ATTRIBUTES:
@@ -485,9 +507,16 @@ class Ledger:
         return {name: value for name, value in self.__dict__.items() if name not in ("study", "storage", "ask_lock", "open")}
 
     def heartbeat(self) -> None:
-        """Record Optuna's heartbeat of this driver's running trials (other drivers fail them when it stops)."""
-        for number in self.open:
-            self.storage.record_heartbeat(self.trial_ids[number])
+        """Record Optuna's heartbeat of this driver's running trials (other drivers fail them when it stops), and
+        fail other drivers' abandoned trials (``queue.fail_abandoned``): their retries are this run's to take."""
+        for number in list(self.open):
+            try:
+                self.storage.record_heartbeat(self.trial_ids[number])
+            except optuna.exceptions.UpdateFinishedTrialError:
+                self._give_up(number)
+        if not self.exclusive:
+            with self.ask_lock():
+                self.total += fail_abandoned(self.study, self.storage)
 
     def _retry(self, trial: optuna.Trial) -> bool:
         """Queue a failed trial's configuration again (``studies.engine.queue.retry``); True if queued."""

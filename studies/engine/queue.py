@@ -7,12 +7,16 @@ it, in the order it was queued; a killed driver's queue survives in the store.
 
 A driver's running trials beat through Optuna's heartbeat (``RDBStorage.record_heartbeat``).
 ``recover_interrupted`` fails the trials a dead driver left RUNNING (all of them when
-this driver is the store's only one; else those whose heartbeat is older than
-``GRACE_PERIOD_S``, by ``optuna.storages.fail_stale_trials``) and queues their retries.
+this driver is the store's only one; else those whose driver's process on this host has
+exited, and those whose heartbeat is older than ``GRACE_PERIOD_S``, by
+``optuna.storages.fail_stale_trials``) and queues their retries; a running driver keeps
+doing so (``fail_abandoned``, at each heartbeat).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -140,6 +144,58 @@ def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: 
     return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
 
 
+def driver_identity() -> str:
+    """``host:pid`` of this driver process, recorded on every trial it runs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def driver_gone(identity: str | None) -> bool:
+    """Whether a trial's driver (``host:pid``) provably stopped: it ran on this host and its process has exited.
+
+    A driver on another host, or a process id now taken by another process, is not proof: those
+    trials wait for Optuna's heartbeat grace period (``GRACE_PERIOD_S``).
+    """
+    host, _, pid = (identity or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
+def fail_abandoned(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
+    """Fail the RUNNING trials whose driver is gone (``driver_gone``: at once) or silent (Optuna's heartbeat
+    grace), and queue their retries. A trial that had ended (its ``ending`` attribute) is told that ending.
+
+    Returns:
+        How many retries were queued.
+    """
+    before = len(queued(study))
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if driver_gone(trial.user_attrs.get("driver")):
+            _end_left_running(
+                study, storage, trial, "its driver's process has exited (killed or crashed); its configuration is retried"
+            )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    return len(queued(study)) - before
+
+
+def _end_left_running(study: optuna.Study, storage: optuna.storages.BaseStorage, trial: FrozenTrial, error: str) -> None:
+    """A trial whose driver is gone: told the ending it stored, else failed and retried."""
+    if ENDING_ATTRIBUTE in trial.user_attrs:  # it ended; its driver stopped before telling Optuna
+        Ending.of(trial.user_attrs[ENDING_ATTRIBUTE]).tell(study, optuna.Trial(study, trial_id(storage, study, trial.number)))
+        return
+    storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
+    study.tell(trial.number, state=TrialState.FAIL)
+    retry(study, trial)
+
+
 def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage, *, exclusive: bool) -> None:
     """Fail the trials a dead driver left RUNNING and queue their retries.
 
@@ -149,23 +205,16 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
         exclusive: This driver is the store's only one (SQLite's writer lock is held), so
             every RUNNING trial is a dead driver's: one that had ended (its ``ending`` attribute)
             is told that ending, the others are failed and retried. Otherwise (PostgreSQL, several drivers)
-            only the trials whose heartbeat is older than ``GRACE_PERIOD_S`` are (Optuna
-            fails them and calls ``retry``; a finished trial takes no error message,
-            so ``reports.results.frame`` names the cause).
+            only the trials whose driver is provably gone, or whose heartbeat is older than
+            ``GRACE_PERIOD_S``, are (``fail_abandoned``; for the silent ones Optuna fails them and
+            calls ``retry``, and a finished trial takes no error message, so
+            ``reports.results.frame`` names the cause).
     """
     if not exclusive:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
+        fail_abandoned(study, storage)
         return
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if ENDING_ATTRIBUTE in trial.user_attrs:  # it ended; its driver stopped before telling Optuna
-            Ending.of(trial.user_attrs[ENDING_ATTRIBUTE]).tell(study, optuna.Trial(study, trial_id(storage, study, trial.number)))
-            continue
-        error = "left RUNNING by an interrupted run; its configuration is retried"
-        storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
-        study.tell(trial.number, state=TrialState.FAIL)
-        retry(study, trial)
+        _end_left_running(study, storage, trial, "left RUNNING by an interrupted run; its configuration is retried")
 
 
 def trials_to_run(optuna_study: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool) -> int:

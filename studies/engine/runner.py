@@ -35,6 +35,11 @@ from studies.engine.tune_bridge import run_on_tune
 from studies.engine.version import code_version
 from trainers.data.cache import default_cache_dir
 
+_WAITING = (
+    "waiting for another driver of study {}: it holds the study's lock while it counts and asks for trials "
+    "(a driver that is paused or hung holds it until it goes on or ends)"
+)
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -73,7 +78,9 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
     with single_writer(run.url):
         optuna_study, storage = open_study(study, run, options, out)
         exclusive = parse_storage_url(run.url).get_backend_name() == "sqlite"  # one driver: single_writer's lock
-        lock = StudyLock(run.url, optuna_study.study_name)
+        lock = StudyLock(
+            run.url, optuna_study.study_name, on_wait=lambda: print(_WAITING.format(optuna_study.study_name), file=out)
+        )
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(optuna_study.study_name)
@@ -103,6 +110,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 budget=budget,
                 ask_lock=lock.held,
                 memory_bytes=run.resources.memory,
+                exclusive=exclusive,
             )
             started_at = time.monotonic()
             run_on_tune(ledger, optuna_study.study_name, run.resources)

@@ -390,3 +390,76 @@ def test_fix_values_are_read_as_their_knobs_read_them_and_name_the_same_study() 
     assert read == [{"classifier_causal": True}] * 4 and all(type(r["classifier_causal"]) is bool for r in read)
     assert read_fix(LRA_SHARING, PRESET, {"num_layers": 6.0}) == {"num_layers": 6}
     assert len({store_name(LRA_SHARING, PRESET, fix) for fix in read}) == 1
+
+
+def _ended_process() -> int:
+    """The pid of a process of this host that has exited (and been reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _running_trial(ledger: Ledger, driver: str) -> int:
+    """A trial another driver is running (as that driver records it), by its number."""
+    trial = ledger.study.ask()
+    trial.set_user_attr("driver", driver)
+    trial.set_user_attr("family", "MHA")
+    return trial.number
+
+
+def test_a_trial_whose_driver_provably_stopped_is_failed_and_retried_at_once_the_others_wait(tmp_path: Path) -> None:
+    """The class of drivers that are provably gone (killed, crashed: their process on this host has exited),
+    against live ones and ones elsewhere, whose trials only Optuna's heartbeat grace can judge."""
+    import socket
+    import subprocess
+
+    from studies.engine.queue import fail_abandoned, trial_id
+
+    ledger = make_ledger(tmp_path, [], 0)
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        host = socket.gethostname()
+        gone = _running_trial(ledger, f"{host}:{_ended_process()}")
+        live = _running_trial(ledger, f"{host}:{alive.pid}")
+        elsewhere = _running_trial(ledger, "another-host:1")
+        for number in (gone, live, elsewhere):  # alive by their heartbeat, as a driver records it at a trial's start
+            ledger.storage.record_heartbeat(trial_id(ledger.storage, ledger.study, number))
+        assert fail_abandoned(ledger.study, ledger.storage) == 1
+    finally:
+        alive.kill()
+    states = {t.number: t.state for t in ledger.study.get_trials()}
+    assert states[gone] == TrialState.FAIL and states[live] == states[elsewhere] == TrialState.RUNNING
+    assert "driver's process has exited" in ledger.study.trials[gone].user_attrs["error"]
+    assert [t.user_attrs["retry_of"] for t in queued(ledger.study)] == [gone]
+
+
+def test_a_running_driver_fails_another_s_abandoned_trial_and_runs_its_retry(tmp_path: Path) -> None:
+    """Not only at its start: at each heartbeat, and the retry is this run's to take."""
+    import socket
+
+    ledger = make_ledger(tmp_path, [], 1)
+    ledger.exclusive = False  # as on PostgreSQL, beside other drivers
+    first = ledger.ask("ray-0")
+    gone = _running_trial(ledger, f"{socket.gethostname()}:{_ended_process()}")  # another driver, killed meanwhile
+    ledger.heartbeat()
+    retry = ledger.ask("ray-1")
+    assert retry is not None and ledger.study.trials[retry["number"]].user_attrs["retry_of"] == gone
+    for config in (first, retry):
+        ledger.finish(config["number"], report(60, final=True), None)
+    assert ledger.done() and not ledger.study.get_trials(states=(TrialState.RUNNING,))
+
+
+def test_a_trial_another_driver_ended_is_given_up_cleanly(tmp_path: Path) -> None:
+    """A driver paused past the heartbeat grace (SIGSTOP, a lost network): another failed its trial as stale.
+    On resuming it neither crashes (UpdateFinishedTrialError) nor leaves a trial RUNNING: it stops the training."""
+    ledger = make_ledger(tmp_path, [], 1)
+    config = ledger.ask("ray-0")
+    number = config["number"]
+    ledger.study.tell(number, state=TrialState.FAIL)  # what the other driver's stale-trial check does
+    ledger.record_report(number, report(20))
+    assert ledger.stops(number, 40, 1.0)  # its worker is stopped at its next report
+    ledger.heartbeat()
+    ledger.finish(number, report(40), None)
+    assert ledger.study.trials[number].state == TrialState.FAIL and ledger.done()
