@@ -48,3 +48,36 @@ def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Pat
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.FAIL)]  # no trial failed or lost
     assert len(trials) == 6  # the two drivers together respect --trials
     assert len({t.user_attrs["driver"] for t in trials}) == 2  # both drivers worked on it
+
+
+def test_a_killed_driver_s_trials_are_retried_at_once_by_the_next_run(postgres_url: str, tmp_path: Path) -> None:
+    """Kill -9 a PostgreSQL study's driver and run the same command again at once: the dead driver's running
+    trials do not wait out Optuna's heartbeat grace (180 s, longer than the run); they are failed and retried."""
+    import signal
+    import subprocess
+
+    from tests.processes import kill_tree, wait_for_training_worker
+
+    command = smoke_study_command(
+        "--fix", "num_layers=6", "--storage", postgres_url, "--data-cache", str(tmp_path / "data"), "--trials", "4"
+    )
+    name = f"{SMOKE_STUDY}-num_layers=6"
+    first = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        wait_for_training_worker(first)
+        first.send_signal(signal.SIGKILL)  # no clean-up at all: its trials stay RUNNING in the store
+        first.wait(timeout=60)
+    finally:
+        kill_tree(first)  # its Ray processes, which SIGKILL left behind
+    left = [t.number for t in optuna.load_study(study_name=name, storage=postgres_url).get_trials(states=(TrialState.RUNNING,))]
+    assert left  # the case: trials a dead driver left RUNNING
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    trials = optuna.load_study(study_name=name, storage=postgres_url).get_trials()
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    failed = {t.number: t for t in trials if t.number in left}
+    assert all(t.state == TrialState.FAIL and "driver's process has exited" in t.user_attrs["error"] for t in failed.values())
+    retried = {t.user_attrs.get("retry_of") for t in trials}
+    assert set(left) <= retried and all(t.state != TrialState.WAITING for t in trials)  # each retried in this run
