@@ -6,6 +6,7 @@ import datetime
 import math
 import os
 import socket
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -195,21 +196,39 @@ def without_contradicted_points(study: Study, fix: dict[str, Value]) -> tuple[St
 
 
 def check_ray_address(address: str) -> None:
-    """Fail fast, naming the address, when a ``host:port`` Ray address does not answer.
+    """Fail fast, naming the address, when a ``host:port`` Ray address does not answer; ``auto`` is the
+    cluster this machine's last ``ray start`` recorded (``ray_current_cluster`` in Ray's temporary folder).
 
     Raises:
-        StudyOptionError: nothing listens there (checked within 5 seconds).
+        StudyOptionError: no cluster recorded for ``auto``, or nothing listens there (checked within 5 seconds).
     """
+    shown = address
+    if address == "auto":
+        recorded = _ray_temp_dir() / "ray_current_cluster"
+        try:
+            address = recorded.read_text().strip()
+        except OSError:
+            raise StudyOptionError(
+                f"--address auto: no Ray cluster was started on this machine ({recorded} does not exist); start its head "
+                "with `ray start --head`, give its host:port, or drop --address to run on a Ray of the run's own"
+            ) from None
+        shown = f"auto ({address}, recorded in {recorded})"
     host, separator, port = address.rpartition(":")
-    if address == "auto" or "://" in address or not separator or not port.isdigit():
+    if "://" in address or not separator or not port.isdigit():
         return
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as error:
         raise StudyOptionError(
-            f"cannot reach the Ray cluster at --address {address} ({error.strerror or error}); start its head with "
+            f"cannot reach the Ray cluster at --address {shown} ({error.strerror or error}); start its head with "
             "`ray start --head`, or check --address / RAY_ADDRESS"
         ) from None
+
+
+def _ray_temp_dir() -> Path:
+    """Ray's temporary folder, as Ray finds it: ``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray`` (Linux), else ``/tmp/ray``."""
+    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None) or "/tmp"
+    return Path(base) / "ray"
 
 
 def check_options(study: Study, options: RunOptions) -> CheckedRun:

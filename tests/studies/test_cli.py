@@ -212,3 +212,29 @@ def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
     assert trial_device([], {"CPU": 2.0, "GPU": 0.0}).cpus == 2
     shared = trial_device(["0"], {"CPU": 4.0, "GPU": 0.5})
     assert (shared.device, shared.gpu_share, shared.cpus) == ("cuda", 0.5, 4)
+
+
+@pytest.mark.parametrize("recorded", [None, "127.0.0.1:1"], ids=["no-cluster-recorded", "recorded-cluster-gone"])
+@pytest.mark.parametrize("how", ["--address", "RAY_ADDRESS"])
+def test_address_auto_without_a_live_cluster_fails_within_seconds(
+    recorded: str | None, how: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` is the cluster this machine's ``ray start`` recorded: none, or one that no longer answers, fails
+    before anything is written (Ray itself would try for minutes)."""
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    if recorded is not None:
+        (tmp_path / "ray").mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text(recorded)
+    argv = ["lra_sharing", "--storage", f"sqlite:///{tmp_path / 'store.db'}"]
+    if how == "--address":
+        argv += ["--address", "auto"]
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", "auto")
+    started = time.monotonic()
+    code, error = exit_code_and_error(argv, capsys)
+    assert code == 2 and time.monotonic() - started < 10
+    expected = (
+        "no Ray cluster was started on this machine" if recorded is None else "cannot reach the Ray cluster at --address auto"
+    )
+    assert expected in error
+    assert not (tmp_path / "store.db").exists()
