@@ -116,24 +116,6 @@ def postgres_url():
         yield url
 
 
-def _pids_naming(folder: str) -> set[int]:
-    """Processes whose command lines name ``folder`` (a Ray head's own temporary folder: its daemons' arguments
-    do), and every process below them (workers, which rename themselves ``ray::...``)."""
-    from pathlib import Path
-
-    from tests.processes import descendants
-
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if folder in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.add(int(entry.name))
-            except OSError:
-                continue
-    return pids | {pid for root in pids for pid, _ in descendants(root)}
-
-
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory):
     """A Ray head (with its job server) started by ``ray start --head`` on free ports, in a temporary folder
@@ -144,54 +126,15 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
         ``{"address": "HOST:PORT", "jobs": "http://127.0.0.1:PORT", "env": {"RAY_TMPDIR": folder}}``: a
         driver that joins with ``--address auto`` needs ``env``.
     """
-    import re
     import shutil
-    import signal
-    import socket
-    import subprocess
-    import sys
     import tempfile
-    import time
-    from pathlib import Path
 
-    with contextlib.ExitStack() as probes:  # distinct free ports, also for the agents: the session's own Ray holds the defaults
-        sockets = [probes.enter_context(socket.socket()) for _ in range(6)]
-        for probe in sockets:
-            probe.bind(("", 0))
-        port, jobs_port, agent_port, agent_grpc_port, runtime_env_port, metrics_port = (s.getsockname()[1] for s in sockets)
+    from tests.processes import start_ray_node, stop_ray_node
+
     folder = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    env = {"RAY_TMPDIR": folder}
-    ray = str(Path(sys.executable).with_name("ray"))
-    log = tmp_path_factory.mktemp("ray-head") / "start.log"
-    with log.open("w") as output:  # a file, not a pipe: the daemons it starts keep writing after it returns
-        subprocess.run(
-            [
-                ray,
-                "start",
-                "--head",
-                f"--port={port}",
-                "--num-cpus=2",
-                "--dashboard-host=127.0.0.1",
-                f"--dashboard-port={jobs_port}",
-                f"--dashboard-agent-listen-port={agent_port}",
-                f"--dashboard-agent-grpc-port={agent_grpc_port}",
-                f"--runtime-env-agent-port={runtime_env_port}",
-                f"--metrics-export-port={metrics_port}",
-                "--disable-usage-stats",
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            timeout=120,
-            check=True,
-            env=os.environ | env,
-        )
-    address = re.search(r"--address='([^']+)'", log.read_text()).group(1)
+    head = start_ray_node(folder, tmp_path_factory.mktemp("ray-head") / "start.log", jobs=True)
     try:
-        yield {"address": address, "jobs": f"http://127.0.0.1:{jobs_port}", "env": env}
+        yield head | {"env": {"RAY_TMPDIR": folder}}
     finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in _pids_naming(folder) - {os.getpid()}:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            time.sleep(2)
+        stop_ray_node(folder)
         shutil.rmtree(folder, ignore_errors=True)

@@ -96,3 +96,97 @@ def listeners(pids: list[tuple[int, str]]) -> list[Listener]:
                 hex_address, hex_port = local.split(":")
                 found.append(Listener(owner[inode], _address(hex_address), int(hex_port, 16)))
     return found
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports nothing listens on now."""
+    import contextlib
+    import socket
+
+    with contextlib.ExitStack() as probes:
+        sockets = [probes.enter_context(socket.socket()) for _ in range(count)]
+        for probe in sockets:
+            probe.bind(("", 0))
+        return [probe.getsockname()[1] for probe in sockets]
+
+
+def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int = 2, jobs: bool = False) -> dict[str, str]:
+    """A Ray node started by ``ray start`` in a temporary folder of its own (``RAY_TMPDIR``: its session,
+    sockets and logs, and a head's address file), on free ports, so that its processes are the ones naming
+    ``folder`` (``stop_ray_node``): never found through ``/tmp/ray``, never stopped by ``ray stop``.
+
+    Args:
+        folder: The node's own temporary folder (short: Ray's socket paths must fit 107 bytes).
+        log: Where ``ray start`` writes (a file, not a pipe: the daemons it starts keep writing).
+        head: The head's address for a worker node; None starts a head.
+        cpus: The node's CPUs.
+        jobs: A head with its job server (the dashboard) on a free port.
+
+    Returns:
+        ``address`` (the head's ``HOST:PORT``), ``jobs`` (its job server's URL, for a head with jobs) and
+        ``marker``: a text only this node's raylet has on its command line (its metrics port). A worker
+        node on the head's machine shares the head's session folder, so its processes name ``folder``
+        only when it is the head's; ``node_processes(marker)`` finds them.
+    """
+    import re
+    import sys
+
+    port, jobs_port, agent, agent_grpc, runtime_env, metrics = free_ports(6)
+    ray = str(Path(sys.executable).with_name("ray"))
+    where = ["--head", f"--port={port}"] if head is None else [f"--address={head}"]
+    dashboard = ["--dashboard-host=127.0.0.1", f"--dashboard-port={jobs_port}"] if jobs else ["--include-dashboard=false"]
+    if head is not None:
+        dashboard = []
+    with log.open("w") as output:
+        subprocess.run(
+            [
+                ray,
+                "start",
+                *where,
+                f"--num-cpus={cpus}",
+                *dashboard,
+                f"--dashboard-agent-listen-port={agent}",
+                f"--dashboard-agent-grpc-port={agent_grpc}",
+                f"--runtime-env-agent-port={runtime_env}",
+                f"--metrics-export-port={metrics}",
+                "--disable-usage-stats",
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            check=True,
+            env=os.environ | {"RAY_TMPDIR": folder} | ({} if head is None else {"RAY_AUTH_MODE": "token"}),
+        )
+    found = re.search(r"--address='([^']+)'", log.read_text()) if head is None else None
+    return {
+        "address": found.group(1) if found else head or "",
+        "jobs": f"http://127.0.0.1:{jobs_port}" if jobs else "",
+        "marker": f"--metrics_export_port={metrics}",
+    }
+
+
+def processes_naming(text: str) -> set[int]:
+    """Processes whose command lines hold ``text`` (a Ray head's own temporary folder, which its daemons' arguments
+    name; a node's ``marker``), and every process below them (workers, which rename themselves ``ray::...``)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    pids.add(int(entry.name))
+            except OSError:
+                continue
+    return pids | {pid for root in pids for pid, _ in descendants(root)}
+
+
+def stop_ray_node(text: str, *, at_once: bool = False) -> None:
+    """Stop the processes of ``start_ray_node``'s nodes by their pids (SIGTERM, then SIGKILL; ``at_once``: SIGKILL
+    alone, as when a machine is lost): a head's folder names all its cluster's processes on this machine, a
+    worker node's ``marker`` its own."""
+    for sig in (signal.SIGKILL,) if at_once else (signal.SIGTERM, signal.SIGKILL):
+        for pid in processes_naming(text) - {os.getpid()}:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)
