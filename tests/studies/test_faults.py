@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,19 +198,27 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
 INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C: some are always running then
 
 
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding a finished smoke study (its store, report and data cache), run once for the signal tests."""
+    root = tmp_path_factory.mktemp("finished")
+    finished = start_driver(root, f"sqlite:///{root / 'store.db'}")
+    output, _ = finished.communicate(timeout=300)
+    assert finished.returncode == 0, output[-3000:]
+    return root
+
+
 @pytest.mark.parametrize(
     ("stop", "code"),
     [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGHUP, 128 + signal.SIGHUP)],
     ids=["ctrl-c", "sigterm", "sighup"],
 )
 def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_report(
-    tmp_path: Path, stop: signal.Signals, code: int
+    tmp_path: Path, stop: signal.Signals, code: int, finished_study: Path
 ) -> None:
     """The class of signals that stop a run (Ctrl-C; timeout, systemd, Slurm, Kubernetes; a closed terminal)."""
+    shutil.copytree(finished_study, tmp_path, dirs_exist_ok=True)  # a finished study, its report and its data
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    finished = start_driver(tmp_path, url)
-    output, _ = finished.communicate(timeout=300)
-    assert finished.returncode == 0, output[-3000:]
     report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
     page = report.read_bytes()
 
