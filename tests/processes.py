@@ -120,7 +120,7 @@ def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int
         log: Where ``ray start`` writes (a file, not a pipe: the daemons it starts keep writing).
         head: The head's address for a worker node; None starts a head.
         cpus: The node's CPUs.
-        jobs: A head with its job server (the dashboard) on a free port.
+        jobs: Give the caller a head's job server URL (the dashboard, on a free port, runs on every head).
 
     Returns:
         ``address`` (the head's ``HOST:PORT``), ``jobs`` (its job server's URL, for a head with jobs) and
@@ -131,12 +131,12 @@ def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int
     import re
     import sys
 
-    port, jobs_port, agent, agent_grpc, runtime_env, metrics = free_ports(6)
+    port, jobs_port, agent, agent_grpc, runtime_env, metrics, client = free_ports(7)
     ray = str(Path(sys.executable).with_name("ray"))
     where = ["--head", f"--port={port}"] if head is None else [f"--address={head}"]
-    dashboard = ["--dashboard-host=127.0.0.1", f"--dashboard-port={jobs_port}"] if jobs else ["--include-dashboard=false"]
-    if head is not None:
-        dashboard = []
+    # A head's own servers on free ports too: the dashboard (the job server) and Ray Client's (10001 by default).
+    dashboard = [] if head is not None else ["--dashboard-host=127.0.0.1", f"--dashboard-port={jobs_port}"]
+    dashboard += [] if head is not None else [f"--ray-client-server-port={client}"]
     with log.open("w") as output:
         subprocess.run(
             [

@@ -1,6 +1,6 @@
 """Build (or resume) a study's truth table through the product's own engine, and commit-ready.
 
-    python -m benchmarks.truth.build                      # lra_sharing's table: about 4 hours on 2 cores
+    python -m benchmarks.truth.build                      # lra_sharing's table: about 6 hours on 2 cores
     python -m benchmarks.truth.build --export             # write what the store holds so far, train nothing
 
 The table preset (``--preset table``, ``Preset.exhaustive_seeds``) runs as any study does: Ray Tune

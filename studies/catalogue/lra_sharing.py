@@ -40,7 +40,7 @@ QUICK = Preset(
     train=TrainConfig(steps=4000, batch_size=32, warmup_steps=200, eval_every=1000, learning_rate=1e-3),
     fixed={"num_layers": 4, "mlp_width": 128},
     # Two values of every knob, so that the whole space is trained in the truth table below
-    # (140 configurations, 3 seeds each: about 4 hours on 2 cores): the extremes of sharing
+    # (140 configurations, 3 seeds each: about 6 hours on 2 cores): the extremes of sharing
     # (per layer against the paper's whole stack) and of rank, and a static metric (depth 0)
     # against a data-adaptive one (depth 1), the questions a reader asks of DAMCHA.
     domains=choices(
@@ -113,7 +113,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 name="table",
                 description=(
                     "the truth table: every configuration of the quick preset's space, 3 seeds each, "
-                    "trained to the end (about 4 hours on 2 cores; benchmarks.truth reads it)"
+                    "trained to the end (about 6 hours on 2 cores; benchmarks.truth reads it)"
                 ),
                 trials=420,
                 repeat_seeds=0,
