@@ -42,6 +42,7 @@ from optuna.trial import TrialState
 from reports.results.frame import configuration
 from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import Value
+from studies.run import parse_knob_value
 from trainers.outputs import write_atomically
 
 TABLES_DIR = Path(__file__).resolve().parent
@@ -210,15 +211,8 @@ def load(path: Path) -> Table:
 
 
 def _value(cell: str) -> Value | None:
-    """A CSV cell as the knob value it was written from (None when empty)."""
-    if cell == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(cell)
-        except ValueError:
-            continue
-    return cell
+    """A CSV cell as the knob value it was written from (None when empty), read as ``--fix`` reads one."""
+    return None if cell == "" else parse_knob_value(cell)
 
 
 def _processor() -> str:
