@@ -1,11 +1,18 @@
-"""Write a study's report, or compare studies.
+"""Write a study's report, list a store's studies, or compare studies.
 
-    python -m reports STUDY_NAME [--storage URL] [-o FILE] [--plotlyjs inline|cdn] [--png DIR]
-    python -m reports compare STUDY_A STUDY_B ... [--storage URL] [-o FILE]
+    python -m reports STUDY [--storage URL] [-o FILE] [--plotlyjs inline|cdn] [--png DIR]
+                            [--csv DIR] [--markdown FILE|-]
+    python -m reports list [--storage URL]
+    python -m reports compare STUDY STUDY ... [--storage URL ...] [-o FILE] [--png DIR]
 
-Exit codes: 0 written, 2 bad input (unknown study, unusable storage URL, a store that
-does not exist or is damaged, an output path where nothing can be written). The store is
-only read: nothing is created, migrated or reconfigured there.
+A STUDY is a whole name (``lra_sharing-quick-v6``) or a short one: ``lra_sharing`` is the
+newest version of its default preset in the store, ``lra_sharing-smoke`` of its smoke preset.
+``compare`` looks each name up in every ``--storage`` given and compares all it finds (the
+same study from two stores, say).
+
+Exit codes: 0 written, 2 bad input (unknown or ambiguous study, unusable storage URL, a store
+that does not exist or is damaged, an output path where nothing can be written). The store
+is only read: nothing is created, migrated or reconfigured there.
 """
 
 from __future__ import annotations
@@ -13,31 +20,59 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import optuna
 
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.html import compare_html, report_html
 from reports.images import write_images
+from reports.results import StudyResults
+from reports.store_index import AmbiguousNameError, listing, resolve_study_name
+from reports.tables import fronts_frame, markdown, verdict_frame
 from storage import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,
     StorageURLError,
-    masked_url,
     open_storage,
     resolve_storage_url,
     store_files,
 )
-from trainers.naming import unknown_name_message
 from trainers.outputs import REPORTS_DIR, write_atomically
 
 
-def _load(storage, storage_url: str, name: str) -> optuna.Study:
-    names = [summary.study_name for summary in optuna.get_all_study_summaries(storage)]
-    if name not in names:
-        raise LookupError(f"{unknown_name_message('study', name, names)} (in {masked_url(storage_url)})")
-    return optuna.load_study(study_name=name, storage=storage)
+@dataclass(frozen=True)
+class Found:
+    """A study read from a store, and the store's URL (shown masked)."""
+
+    study: optuna.Study
+    url: str
+
+
+def _find(stores: dict[str, optuna.storages.BaseStorage], wanted: str, *, everywhere: bool) -> list[Found]:
+    """The studies ``wanted`` names: in the first store only, or (``everywhere``) in each store that has one.
+
+    Raises:
+        LookupError: no store has it (the first store's closest names offered).
+        AmbiguousNameError: a short name means two studies in one store.
+    """
+    found, errors = [], []
+    for url, storage in stores.items():
+        try:
+            name = resolve_study_name(wanted, optuna.get_all_study_summaries(storage), url)
+        except AmbiguousNameError:
+            raise
+        except LookupError as error:
+            errors.append(error)
+            continue
+        found.append(Found(optuna.load_study(study_name=name, storage=storage), url))
+        if not everywhere:
+            break
+    if not found:
+        raise errors[0]
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,9 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("studies", nargs="+", metavar="STUDY", help="a study name, or 'compare' followed by several")
     parser.add_argument(
-        "--storage", help=f"Optuna storage URL, or env:NAME (default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL})"
+        "studies", nargs="+", metavar="STUDY", help="a study name; 'list'; or 'compare' followed by several names"
+    )
+    parser.add_argument(
+        "--storage",
+        action="append",
+        metavar="URL",
+        help=f"Optuna storage URL, or env:NAME (default: ${STORAGE_URL_VARIABLE}, else {DEFAULT_STORAGE_URL}); "
+        "compare takes several",
     )
     parser.add_argument(
         "-o", "--output", type=Path, help="HTML file (default: runs/reports/<study>.html, or runs/reports/compare.html)"
@@ -61,42 +102,99 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--png", type=Path, metavar="DIR", help="also write each figure as PNG into DIR (needs Chrome/Chromium; default: no)"
     )
+    parser.add_argument(
+        "--csv", type=Path, metavar="DIR", help="also write <study>-fronts.csv and <study>-verdict.csv into DIR (default: no)"
+    )
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="also write the verdict and both tables as Markdown to FILE, or - for stdout"
+    )
     return parser
+
+
+def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The command (``report``, ``list`` or ``compare``) and its study names; refuses options it does not take."""
+    first, names = args.studies[0], args.studies[1:]
+    if first == "list":
+        command = "list"
+        if names:
+            parser.error(f"list takes no study names (got {' '.join(names)})")
+    elif first == "compare":
+        command = "compare"
+        if not names:
+            parser.error("compare needs at least one study name (found in two stores) or two names")
+    else:
+        command, names = "report", args.studies
+        if len(names) != 1:
+            parser.error("give one study name, 'list', or 'compare' and several names")
+    stores = args.storage or [None]
+    if len(stores) > 1 and command != "compare":
+        parser.error(f"{command} reads one store: give --storage once (compare takes several)")
+    refused = {"list": ("output", "png", "csv", "markdown"), "compare": ("csv", "markdown"), "report": ()}[command]
+    for name in refused:
+        if getattr(args, name) is not None:
+            parser.error(f"{command} writes no {'-o file' if name == 'output' else '--' + name}: leave the option out")
+    return command, names
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     os.umask(0o077)  # reports describe a store: their owner's alone
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created in memory" lines
     parser = build_parser()
     args = parser.parse_args(argv)
-    comparing = args.studies[0] == "compare"
-    names = args.studies[1:] if comparing else args.studies
-    if comparing and len(names) < 2:
-        parser.error("compare needs at least two study names")
-    if not comparing and len(names) != 1:
-        parser.error("give one study name, or 'compare' and several")
-    output = args.output or (REPORTS_DIR / "compare.html" if comparing else report_path(names[0]))
+    command, names = _check_arguments(parser, args)
     try:
-        url = resolve_storage_url(args.storage)
-        check_writable_file(output, "-o", keep=store_files(url))
-        if args.png:
-            check_writable_dir(args.png, "--png")
-        storage = open_storage(url, read_only=True)
-        studies = [_load(storage, url, name) for name in names]
+        urls = list(dict.fromkeys(resolve_storage_url(url) for url in (args.storage or [None])))
+        stores = {url: open_storage(url, read_only=True) for url in urls}
+        if command == "list":
+            print(listing(stores[urls[0]], urls[0]))
+            return 0
+        output = args.output or (REPORTS_DIR / "compare.html" if command == "compare" else None)
+        found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
+        if command == "compare" and len(found) < 2:
+            raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
+        output = output or report_path(found[0].study.study_name)
+        check_writable_file(output, "-o", keep=[path for url in urls for path in store_files(url)])
+        for directory, option in ((args.png, "--png"), (args.csv, "--csv")):
+            if directory:
+                check_writable_dir(directory, option)
+        for path, option in _table_paths(found[0].study.study_name, args):
+            check_writable_file(path, option, keep=[path for url in urls for path in store_files(url)])
     except (StorageURLError, LookupError, OutputPathError) as error:
         parser.error(str(error))
     try:
-        if comparing:
-            path = write_atomically(output, compare_html(studies, plotlyjs=args.plotlyjs))
+        if command == "compare":
+            page, figures = compare_html([(one.study, one.url) for one in found], plotlyjs=args.plotlyjs)
         else:
-            page, figures = report_html(studies[0], url, plotlyjs=args.plotlyjs)
-            path = write_atomically(output, page)
-            if args.png:
-                print(write_images(figures, args.png))
+            results = StudyResults.read(found[0].study)
+            page, figures = report_html(found[0].study, found[0].url, plotlyjs=args.plotlyjs, results=results)
+        path = write_atomically(output, page)
+        said = sys.stderr if args.markdown == "-" else sys.stdout  # stdout holds the Markdown alone
+        if command == "report":
+            _write_tables(found[0].study.study_name, results, args, said)
+        if args.png:
+            print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
         parser.error(f"cannot write {error.filename or output}: {error.strerror or error}; free space there, or pass another -o")
-    print(f"report: {path}")
+    print(f"report: {path}", file=said)
     return 0
+
+
+def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """The files ``--csv`` and ``--markdown`` write (stdout is none), with the option that names each."""
+    paths = [(args.csv / f"{name}-{table}.csv", "--csv") for table in ("fronts", "verdict")] if args.csv else []
+    return paths + ([(Path(args.markdown), "--markdown")] if args.markdown not in (None, "-") else [])
+
+
+def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
+    """``--csv`` and ``--markdown``: the report's tables as data (``reports.tables``); what was written is ``said``."""
+    if args.csv:
+        for table, frame in (("fronts", fronts_frame(results)), ("verdict", verdict_frame(results))):
+            print(f"{table} table: {write_atomically(args.csv / f'{name}-{table}.csv', frame.to_csv(index=False))}", file=said)
+    if args.markdown == "-":
+        print(markdown(name, results))
+    elif args.markdown:
+        print(f"markdown: {write_atomically(Path(args.markdown), markdown(name, results))}", file=said)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,13 @@ from reports.figures import (
     with_time_column,
 )
 from reports.results import StudyResults
-from reports.results.configurations import headline_figure, knob_text
+from reports.results.configurations import headline_figure
 from reports.results.details import importances, learning_curves, provenance
-from reports.results.frame import knob_columns, search_runs, trials_frame
-from reports.results.fronts import family_budgets, family_fronts
+from reports.results.frame import knob_columns, search_runs
+from reports.results.fronts import family_budgets
 from reports.results.names import FLOPS
 from reports.results.quality import quality
+from reports.tables import front_numbers, fronts_frame, verdict_frame
 from storage import masked_url
 from trainers.outputs import write_atomically
 
@@ -65,35 +66,9 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
     return parts
 
 
-def fronts_table(configs: pd.DataFrame, front_numbers: set[int], knobs: list[str]) -> str:
-    """Configurations on their family's front, or with fresh seeds, with their ``knobs``: each one's
-    headline figure (fresh-seed mean on the test split, 95% CI) and, apart, the search run that chose it."""
-    if configs.empty:
-        return "<p>No complete trials yet.</p>"
-    measured = quality(configs)
-    decimals = measured.decimals
-
-    def number(value: float) -> str:
-        return f"{measured.scaled(value):.{decimals}f}"
-
-    keep = configs[configs["numbers"].map(lambda numbers: bool(front_numbers & set(numbers))) | (configs["seeds"] > 0)]
-    rows = []
-    for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
-        rows.append(
-            {
-                "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
-                "headline (fresh seeds, 95% CI)": headline_figure(row, measured),
-                f"search run ({measured.label})": f"{number(row['search_value'])} (trial {row['number']})",
-                **{k: knob_text(row.get(k)) for k in knobs},
-                "FLOPs/example": f"{row[FLOPS]:.3g}",
-                "parameters": knob_text(row["parameters"]),
-                "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
-                "trials": ", ".join(map(str, row["numbers"])),
-            }
-        )
-    table = pd.DataFrame(rows)
-    table = table.loc[:, (table != "").any()]  # a knob no configuration here sets is no column
-    return table.to_html(index=False, escape=True, na_rep="")
+def table_html(table: pd.DataFrame, empty: str) -> str:
+    """A table frame as escaped HTML, or ``empty`` (a sentence) when it has no rows."""
+    return table.to_html(index=False, escape=True, na_rep="") if not table.empty else f"<p>{html.escape(empty)}</p>"
 
 
 def report_html(
@@ -115,14 +90,14 @@ def report_html(
     what = measured.label[0].upper() + measured.label[1:]
     effects = [k for k in knobs if k != "attention"]
     searched = frame[search_runs(frame)] if not frame.empty else frame
-    front_numbers = set(searched[family_fronts(searched)]["number"]) if not searched.empty else set()
+    on_front = front_numbers(frame)
     name = study.study_name
     figures = {
         "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example"),
         "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters"),
         "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time"),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
-        "learning-curves": curves_figure(learning_curves(study, sorted(front_numbers)), measured.label),
+        "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label),
     }
     importance = importances(study)
     if importance:
@@ -148,7 +123,7 @@ baseline family (dashed front); open markers: stopped early. Hover a point for e
 <h2>Each family's front</h2>
 <p>Headline: the mean over the configuration's fresh seeds (<code>--repeat-seeds</code>) on the held-out test split,
 with its 95% t-interval; the search run that selected it was judged on the validation split, shown apart.</p>
-{fronts_table(configs, front_numbers, effects)}
+{table_html(fronts_frame(results), "No complete trials yet.")}
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>
 """
@@ -224,12 +199,32 @@ def write_report(
     return write_atomically(path, page)
 
 
-def compare_html(studies: list[optuna.Study], *, plotlyjs: PlotlyJs = "inline") -> str:
-    """One page with several studies' fronts on one set of axes."""
-    frames = {study.study_name: trials_frame(study) for study in studies}
-    (div,) = _figures_html([("compare-figure", compare_figure(frames))], plotlyjs)
-    names = ", ".join(html.escape(name) for name in frames)
-    return f"""<!DOCTYPE html>
+def compare_html(studies: list[tuple[optuna.Study, str]], *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+    """One page comparing several studies, from one store or several: their fronts on one set of
+    axes, then each study's verdict, verdict table and front table.
+
+    Args:
+        studies: Each study and the URL of the store it was read from (shown masked).
+        plotlyjs: See ``report_html``.
+
+    Returns:
+        The page, and its figure by id (for static images).
+    """
+    several_stores = len({url for _, url in studies}) > 1
+    labels = [f"{study.study_name} ({masked_url(url)})" if several_stores else study.study_name for study, url in studies]
+    read = {label: StudyResults.read(study) for label, (study, _) in zip(labels, studies, strict=True)}
+    figures = {"compare-figure": compare_figure({label: results.frame for label, results in read.items()})}
+    (div,) = _figures_html(list(figures.items()), plotlyjs)
+    sections = "".join(
+        f"""<h2>{html.escape(label)}</h2>
+<p class="headline">{html.escape(results.verdict.sentence)}</p>
+<h3>Verdict</h3>{table_html(verdict_frame(results), "Nothing compared.")}
+<h3>Each family's front</h3>{table_html(fronts_frame(results), "No complete trials yet.")}"""
+        for label, results in read.items()
+    )
+    names = ", ".join(html.escape(label) for label in read)
+    page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Comparison: {names}</title><style>{STYLE}</style></head><body>
-<h1>Comparison</h1><p>{names}</p>{div}</body></html>
+<h1>Comparison</h1><p>{names}</p>{div}{sections}</body></html>
 """
+    return page, figures

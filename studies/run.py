@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from reports.files import OutputPathError
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("name", nargs="?", help="study or suite to run (see --list)")
     parser.add_argument("--list", action="store_true", help="list the studies and exit")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what the run would do and cost (its trials, data, a step of each family's largest and smallest "
+        "configuration measured here, the wall time, device-hours for GPU presets) and exit; writes nothing",
+    )
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
     parser.add_argument(
         "--trials",
@@ -181,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("the study name is required (see --list)")
-    prepare_ray_environment(args.address)
-    stop_on_signals()
+    if not args.plan:
+        prepare_ray_environment(args.address)
+        stop_on_signals()
     from studies.engine.options import RunOptions, StudyOptionError
-    from studies.engine.runner import run_study  # imports ray: after the line above
 
     options = RunOptions(
         preset=args.preset,
@@ -205,11 +212,20 @@ def main(argv: list[str] | None = None) -> int:
         compile=args.compile,
     )
     try:
-        if isinstance(runnable := get_runnable(args.name), Suite):
-            from studies.engine.suite import run_suite
+        runnable = get_runnable(args.name)
+        studies = list(runnable.studies.values()) if isinstance(runnable, Suite) else [runnable]
+        if args.plan:  # no Ray: nothing is started
+            from studies.engine.plan import plan
+
+            planned = replace(options, preset=options.preset or runnable.default_preset)
+            print("\n\n".join(plan(study, planned) for study in studies))
+        elif isinstance(runnable, Suite):
+            from studies.engine.suite import run_suite  # imports ray: after prepare_ray_environment
 
             run_suite(runnable, options)
         else:
+            from studies.engine.runner import run_study  # imports ray: after prepare_ray_environment
+
             run_study(runnable, options)
     except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError, DataFileError) as error:
         parser.error(str(error))  # exit code 2, like any other bad option

@@ -136,7 +136,7 @@ def _endless_batches(split, config: ModelConfig, batch_size: int, seed: int) -> 
         epoch += 1
 
 
-def _logits_and_labels(model: nn.Module, config: ModelConfig, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+def logits_and_labels(model: nn.Module, config: ModelConfig, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
     """Flat (N, C) logits and (N,) labels; positions labelled ``IGNORE`` are left out by the loss."""
     if config.architecture == "pair":
         logits = model(batch["tokens1"], batch["padding_mask1"], batch["tokens2"], batch["padding_mask2"])  # (B, C)
@@ -246,7 +246,7 @@ def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, d
     correct = total = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     for batch in _batches(split, config, batch_size, seed=0, shuffle=False):
-        logits, labels = _logits_and_labels(model, config, _to(batch, device))  # (N, C), (N,)
+        logits, labels = logits_and_labels(model, config, _to(batch, device))  # (N, C), (N,)
         counted = labels != IGNORE
         correct += int((logits.argmax(dim=-1) == labels)[counted].sum())
         total += int(counted.sum())
@@ -397,7 +397,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         measured = not (step == 1 and train_config.compile) and memory.wants(length)
         with memory.measuring(optimizer) if measured else contextlib.nullcontext():
             with autocast(device, train_config.precision):
-                logits, labels = _logits_and_labels(model if measured else stepped, model_config, batch)
+                logits, labels = logits_and_labels(model if measured else stepped, model_config, batch)
                 loss = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

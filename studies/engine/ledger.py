@@ -88,6 +88,20 @@ FORBIDDEN = "forbidden combination"  # why a sampled configuration that the stud
 REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
 
 
+def unsearched_where_active(
+    space: SearchSpace, preset: Preset, fix: dict[str, Value], chosen: dict[str, Value]
+) -> dict[str, Value]:
+    """The preset's and the user's non-searched values, for the knobs that exist in a trial that chose ``chosen``."""
+    values = dict(preset.fixed) | fix
+    active = space.defaults() | chosen | values
+    return {name: value for name, value in values.items() if space.knobs[name].active(active)}
+
+
+def model_config_of(preset: Preset, knobs: dict[str, Value]) -> dict[str, Any]:
+    """The fields of the model a trial with these resolved ``knobs`` trains on the preset's task (``ModelConfig.completed``)."""
+    return ModelConfig.completed(preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
+
+
 class Ledger:
     """Asks configurations of an Optuna study and records what the trials report.
 
@@ -181,7 +195,8 @@ class Ledger:
                 trial, sampled = self._sample()
                 try:
                     point_values = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE)
-                    chosen = sampled | self._unsearched_where_active(trial)  # what this trial sets; the space fills in the rest
+                    # what this trial sets; the space fills in the rest
+                    chosen = sampled | unsearched_where_active(self.space, self.preset, self.fix, trial.params)
                     knobs = self.space.resolve(chosen, beyond_domains=point_values)
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
                     del self.open[trial.number]
@@ -340,12 +355,6 @@ class Ledger:
         )
         return min(self.definition.families, key=lambda family: asked[family.label])
 
-    def _unsearched_where_active(self, trial: optuna.Trial) -> dict[str, Value]:
-        """The preset's and the user's non-searched values, for knobs that exist in this trial."""
-        values = dict(self.preset.fixed) | self.fix
-        active = self.space.defaults() | trial.params | values
-        return {name: value for name, value in values.items() if self.space.knobs[name].active(active)}
-
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
         """Record the trial's configuration and return what its worker needs.
 
@@ -356,7 +365,7 @@ class Ledger:
             ray_trial_id: Ray Tune's id of the trial.
         """
         train = asdict(training) | {"seed": self.seed * 100_000 + _seed_offset(trial)}
-        model = ModelConfig.completed(self.preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
+        model = model_config_of(self.preset, knobs)
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,

@@ -231,8 +231,14 @@ def _ray_temp_dir() -> Path:
     return Path(base) / "ray"
 
 
-def check_options(study: Study, options: RunOptions) -> CheckedRun:
+def check_options(study: Study, options: RunOptions, *, local_resources: bool = True) -> CheckedRun:
     """Check everything the user chose, before the store is touched or Ray starts.
+
+    Args:
+        study: The study.
+        options: The user's options.
+        local_resources: Refuse a local run's trial that this machine cannot hold (``check_local_resources``;
+            a plan reports it instead).
 
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: the
@@ -280,8 +286,8 @@ def check_options(study: Study, options: RunOptions) -> CheckedRun:
     memory = None if options.trial_memory_gib is None else int(options.trial_memory_gib * GIB)
     if (address := options.address or os.environ.get("RAY_ADDRESS")) and address != LOCAL_ADDRESS:
         check_ray_address(address)
-    else:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
-        _check_local_resources(cpus, gpus, options.trial_memory_gib)
+    elif local_resources:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
+        check_local_resources(cpus, gpus, options.trial_memory_gib)
     if (database := sqlite_path(url)) is not None:
         check_sqlite_store(database, writing=True)
     if options.report is not None:
@@ -313,7 +319,7 @@ def _task_with_files(task: Task, data_dir: Path | None) -> Task:
         raise StudyOptionError(f"{error} (or pass --data-dir)") from None
 
 
-def _check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
+def check_local_resources(cpus: float, gpus: float, memory_gib: float | None) -> None:
     """Refuse a trial that this machine cannot hold: it would wait forever for resources.
 
     Raises:

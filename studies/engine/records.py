@@ -8,6 +8,7 @@ from typing import TextIO
 
 import optuna
 
+from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from storage import (
     masked_url,
     open_storage,
@@ -62,6 +63,7 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun) 
     preset = run.preset
     optuna_study.set_user_attr("question", study.doc.strip())
     optuna_study.set_user_attr("preset", f"{preset.name}: {preset.description}")
+    optuna_study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, preset.name == study.default_preset)  # short names read it
     optuna_study.set_user_attr("task", preset.task.describe())
     families = {family.label: dict(family.values) for family in study.families}
     optuna_study.set_user_attr(

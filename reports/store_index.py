@@ -1,0 +1,95 @@
+"""What a store holds, and which study a short name means.
+
+A run's study is named ``<study>-<preset>-v<version>`` (``lra_sharing-quick-v6``), with the
+knobs it fixes after it. ``lra_sharing`` then means the newest version of lra_sharing's
+default preset in the store, ``lra_sharing-smoke`` the newest version of its smoke preset;
+a short name that could mean two studies is refused, naming both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import optuna
+
+from reports.results.frame import family_of, outcome
+from reports.results.verdict import VERDICT_ATTRIBUTE
+from storage import masked_url
+from trainers.naming import unknown_name_message
+
+DEFAULT_PRESET_ATTRIBUTE = "default_preset"  # a study attribute: True when a run without --preset made it
+_PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
+
+
+class AmbiguousNameError(LookupError):
+    """A short study name that names studies of more than one preset."""
+
+
+def resolve_study_name(wanted: str, summaries: list[optuna.study.StudySummary], storage_url: str) -> str:
+    """The store's study that ``wanted`` names: itself, or the newest version a short name means.
+
+    Args:
+        wanted: A whole study name, a study (``lra_sharing``) or a study and preset (``lra_sharing-smoke``).
+        summaries: The store's studies (``optuna.get_all_study_summaries``).
+        storage_url: The store, for the messages (shown masked).
+
+    Returns:
+        A study name in the store.
+
+    Raises:
+        LookupError: nothing in the store matches (the closest names offered).
+        AmbiguousNameError: the short name matches studies of more than one preset (each named).
+    """
+    names = [summary.study_name for summary in summaries]
+    if wanted in names:
+        return wanted
+    matches = []
+    for summary in summaries:
+        parts = _PLAIN.match(summary.study_name)
+        if parts and wanted in (parts["study"], f"{parts['study']}-{parts['preset']}"):
+            matches.append((parts["preset"], int(parts["version"]), summary))
+    where = f"(in {masked_url(storage_url)})"
+    if not matches:
+        raise LookupError(f"{unknown_name_message('study', wanted, names)} {where}")
+    presets = {preset for preset, _, _ in matches}
+    if len(presets) > 1:  # a bare study name: its default preset, when a run recorded which that is
+        default = {p for p, _, s in matches if s.user_attrs.get(DEFAULT_PRESET_ATTRIBUTE) is True}
+        if len(default) != 1:
+            choices = " or ".join(sorted({s.study_name for _, _, s in matches}))
+            raise AmbiguousNameError(f"study name {wanted!r} is ambiguous {where}: it could be {choices}; give the whole name")
+        presets = default
+    newest = max((m for m in matches if m[0] in presets), key=lambda match: match[1])
+    return newest[2].study_name
+
+
+def _counts(counter: Counter, order: tuple[str, ...]) -> str:
+    """``12 complete, 3 pruned``: the counter's keys in ``order`` first, then any others; zeros left out."""
+    keys = [key for key in order if counter[key]] + sorted(key for key in counter if key not in order)
+    return ", ".join(f"{counter[key]} {key.lower()}" for key in keys)
+
+
+_STATES = ("COMPLETE", "PRUNED", "FAIL", "INFEASIBLE", "RUNNING", "WAITING")
+
+
+def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
+    """The store's studies, one block each: trials by state and by family, and the recorded verdict.
+
+    Args:
+        storage: The store, opened for reading.
+        storage_url: Its URL, shown masked.
+    """
+    summaries = sorted(optuna.get_all_study_summaries(storage), key=lambda summary: summary.study_name)
+    lines = [f"{masked_url(storage_url)}: {len(summaries)} {'study' if len(summaries) == 1 else 'studies'}"]
+    for summary in summaries:
+        trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False)
+        states = Counter(outcome(trial) for trial in trials)
+        lines.append(f"\n{summary.study_name}: {len(trials)} trials" + (f" ({_counts(states, _STATES)})" if trials else ""))
+        families: dict[str, Counter] = {}
+        for trial in trials:
+            families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
+        for family, counted in families.items():
+            lines.append(f"  {family}: {sum(counted.values())} ({_counts(counted, _STATES)})")
+        verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE)
+        lines.append(f"  verdict: {verdict}" if verdict else "  verdict: none recorded (the run has not finished)")
+    return "\n".join(lines)

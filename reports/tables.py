@@ -1,0 +1,113 @@
+"""The report's tables as data: each family's front and the verdict's comparisons.
+
+One frame per table; the HTML report, ``--csv`` and ``--markdown`` all render these frames,
+so the three show the same rows and the same figures.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from reports.results import StudyResults
+from reports.results.configurations import headline_figure, knob_text
+from reports.results.frame import knob_columns, search_runs
+from reports.results.fronts import family_fronts
+from reports.results.names import FLOPS
+from reports.results.quality import quality
+
+
+def front_numbers(frame: pd.DataFrame) -> set[int]:
+    """The trial numbers of the search runs on their family's Pareto front (seed repeats select nothing)."""
+    if frame.empty:
+        return set()
+    searched = frame[search_runs(frame)]
+    return set(searched[family_fronts(searched)]["number"]) if not searched.empty else set()
+
+
+def _numbers_text(numbers: list[int]) -> str:
+    """Trial numbers compactly: consecutive runs as ranges (``3-5, 9``)."""
+    spans: list[list[int]] = []
+    for number in sorted(numbers):
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def fronts_frame(results: StudyResults) -> pd.DataFrame:
+    """Each configuration on its family's front, or with fresh seeds: its headline figure (fresh-seed
+    mean on the test split, 95% CI), the search run that chose it, its knobs and costs.
+
+    Returns:
+        One row per configuration, the baseline's first, then by family and FLOPs; a knob no row
+        sets is no column. Empty when no trial completed.
+    """
+    configs = results.configurations
+    if configs.empty:
+        return pd.DataFrame()
+    measured = quality(configs)
+    knobs = [name for name in knob_columns(results.frame) if name != "attention"]
+    on_front = front_numbers(results.frame)
+    keep = configs[configs["numbers"].map(lambda numbers: bool(on_front & set(numbers))) | (configs["seeds"] > 0)]
+    rows = []
+    for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
+        search = measured.scaled(row["search_value"])
+        rows.append(
+            {
+                "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
+                "headline (fresh seeds, 95% CI)": headline_figure(row, measured),
+                f"search run ({measured.label})": f"{search:.{measured.decimals}f} (trial {row['number']})",
+                **{name: knob_text(row.get(name)) for name in knobs},
+                "FLOPs/example": f"{row[FLOPS]:.3g}",
+                "parameters": knob_text(row["parameters"]),
+                "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
+                "trials": _numbers_text(list(row["numbers"])),
+            }
+        )
+    table = pd.DataFrame(rows)
+    return table.loc[:, (table != "").any()]
+
+
+def _number(value: float, decimals: int) -> str:
+    return "" if math.isnan(value) else f"{value:+.{decimals}f}"
+
+
+def verdict_frame(results: StudyResults) -> pd.DataFrame:
+    """The verdict's comparisons, one row each: what was compared, the difference with its interval and test.
+
+    Returns:
+        Columns ``compared``, ``against``, ``FLOPs ratio``, ``candidate``, ``baseline`` (their headline
+        figures), ``difference``, ``95% CI``, ``test``, ``Holm-adjusted p``, ``significant``. Empty
+        when the verdict compares nothing (its sentence says why).
+    """
+    rows = []
+    for comparison in results.verdict.comparisons:
+        measured = comparison.quality
+        low, high = comparison.interval
+        test = comparison.test
+        rows.append(
+            {
+                "compared": comparison.family,
+                "against": f"{comparison.baseline['family']} (trial {comparison.baseline['number']})",
+                "FLOPs ratio": f"{comparison.candidate[FLOPS] / comparison.baseline[FLOPS]:.2f}",
+                "candidate": headline_figure(comparison.candidate, measured),
+                "baseline": headline_figure(comparison.baseline, measured),
+                "difference": _number(comparison.difference, 1),
+                "95% CI": "" if math.isnan(low) else f"{low:+.1f} to {high:+.1f}",
+                "test": test.name if test else "none (no fresh seeds: search runs, uncorrected)",
+                "Holm-adjusted p": "" if math.isnan(comparison.adjusted_p) else f"{comparison.adjusted_p:.3g}",
+                "significant": "yes" if comparison.significant else "no",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def markdown(study_name: str, results: StudyResults) -> str:
+    """The study's verdict and its two tables as one Markdown document."""
+    parts = [f"# {study_name}", "", results.verdict.sentence, ""]
+    for title, table in (("Verdict", verdict_frame(results)), ("Each family's front", fronts_frame(results))):
+        parts += [f"## {title}", "", table.to_markdown(index=False) if not table.empty else "(none)", ""]
+    return "\n".join(parts)

@@ -1,0 +1,231 @@
+"""``python -m studies.run STUDY --plan``: what a run would do and what it would cost, before it runs.
+
+Nothing is written and Ray is not started: the options are checked as a run checks them, the
+store is only read (when it exists), and each family's largest and smallest configurations
+train a few steps on random tokens here to measure a step (``trainers.step_cost``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import torch
+
+from storage import masked_url, open_storage, parse_storage_url, sqlite_path
+from studies.catalogue.schema import GridEntry, Preset, Study
+from studies.engine.ledger import model_config_of, unsearched_where_active
+from studies.engine.options import LOCAL_ADDRESS, CheckedRun, RunOptions, StudyOptionError, check_local_resources, check_options
+from studies.engine.queue import queued, trials_counted
+from trainers.config import ModelConfig
+from trainers.costs import model_flops
+from trainers.data.cache import default_cache_dir
+from trainers.measure import PEAK_FLOPS
+from trainers.step_cost import StepCost, measure_step
+from trainers.train import TrainConfig
+
+REFERENCE_GPU = "NVIDIA H200"  # device-hours of a GPU preset are counted at this GPU's dense bf16 peak
+FORWARD_SHARE = 1 / 3  # an evaluation example costs about a third of a training one (no backward)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One configuration of a family, measured.
+
+    Attributes:
+        label: Its knobs in short.
+        flops: Its analytic forward FLOPs per example at the longest input.
+        cost: One training step's measured cost at the preset's batch.
+        trial_seconds: A whole trial here (its steps and its evaluations, never stopped early).
+    """
+
+    label: str
+    flops: int
+    cost: StepCost
+    trial_seconds: float
+
+
+def _knobs_text(configuration: dict) -> str:
+    return " ".join(f"{name}={value}" for name, value in configuration.items() if name not in ("attention", "metric_mode"))
+
+
+def _configs(run: CheckedRun, entry: GridEntry) -> tuple[ModelConfig, TrainConfig]:
+    """The model and training a trial of ``entry`` would get (as the ledger builds them)."""
+    point_values = dict(entry.point.values) if entry.point else None
+    chosen = entry.params(run.space.searched) | dict(entry.family.values)
+    chosen |= unsearched_where_active(run.space, run.preset, run.fix_unsearched, chosen)
+    knobs = run.space.resolve(chosen, beyond_domains=point_values)
+    return ModelConfig(**model_config_of(run.preset, knobs)), run.preset.training(chosen | (point_values or {}))
+
+
+def _split_size(preset: Preset, split: str) -> int:
+    """Examples in a split, as the task describes it (``val_size`` or ``val_examples``; 0 when it says nothing)."""
+    described = preset.task.describe()
+    return int(described.get(f"{split}_size") or described.get(f"{split}_examples") or 0)
+
+
+def _trial_seconds(preset: Preset, train: TrainConfig, step_seconds: float) -> float:
+    """A trial that trains every step: its steps, each validation pass and the last test pass."""
+    evaluations = math.ceil(train.steps / train.eval_every)
+    validation = train.eval_examples or _split_size(preset, "val")
+    evaluated = evaluations * validation + _split_size(preset, "test")
+    return step_seconds * (train.steps + FORWARD_SHARE * evaluated / train.batch_size)
+
+
+def _measure(run: CheckedRun, entry: GridEntry, steps: int) -> Measured:
+    model, train = _configs(run, entry)
+    cost = measure_step(model, train, steps=steps)
+    label = _knobs_text(dict(entry.configuration))
+    return Measured(label, model_flops(model, model.max_length).forward, cost, _trial_seconds(run.preset, train, cost.seconds))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def _mib(count: float) -> str:
+    return f"{count / 2**20:.0f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
+
+
+def _store_lines(run: CheckedRun) -> tuple[list[str], int]:
+    """What the store holds of this study, and how many search trials the run would start."""
+    shown = masked_url(run.url)
+    if parse_storage_url(run.url).get_backend_name() == "sqlite" and not sqlite_path(run.url).exists():
+        return [f"store: {shown}: new (created when the run starts)"], run.trials
+    storage = open_storage(run.url, read_only=True)
+    names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
+    if run.study_name not in names:
+        return [f"store: {shown}: has no study {run.study_name} yet"], run.trials
+    optuna_study = optuna.load_study(study_name=run.study_name, storage=storage)
+    counted, waiting = trials_counted(optuna_study), len(queued(optuna_study))
+    to_run = waiting + max(run.trials - counted, 0)
+    return [f"store: {shown}: resumes {run.study_name}: {counted} of {run.trials} search trials there, {waiting} queued"], to_run
+
+
+def plan(study: Study, options: RunOptions) -> str:
+    """What ``python -m studies.run`` with these options would do and cost, as text.
+
+    Args:
+        study: The study.
+        options: The run's options (checked as the run checks them).
+
+    Returns:
+        The plan: the store, the data, each family's configurations and trials, the seed repeats,
+        each family's measured largest and smallest configuration, the estimated wall time here
+        and, for a preset that trains on GPUs, device-hours and each family's peak memory.
+
+    Raises:
+        StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: as the run would.
+    """
+    run = check_options(study, options, local_resources=False)
+    preset = run.preset
+    lines = [f"plan of {run.study_name} ({preset.name}: {preset.description}); nothing is written, Ray is not started"]
+    address = options.address or os.environ.get("RAY_ADDRESS")
+    if not address or address == LOCAL_ADDRESS:
+        try:
+            check_local_resources(run.resources.cpus, run.resources.gpus, options.trial_memory_gib)
+        except StudyOptionError as error:  # a plan for a cluster, made here: said, not refused
+            lines.append(f"this machine cannot run it: {error}; on a cluster, pass --address")
+    store_lines, to_run = _store_lines(run)
+    lines += store_lines
+    cache = (options.cache_dir or default_cache_dir()).resolve()
+    described = ", ".join(f"{key}={value}" for key, value in preset.task.describe().items())
+    where = "read from the release files, then " if preset.task.reads_files else "built on first use, then "
+    lines.append(f"data: {described}; {where}cached in {Path(cache)}")
+
+    grid = study.exhaustive_grid(run.space, 1)
+    per_family = {family.label: [entry for entry in grid if entry.family == family] for family in study.families}
+    share = run.trials / len(study.families)
+    if preset.exhaustive_seeds:
+        lines.append(f"search: every configuration {preset.exhaustive_seeds} times, {run.trials} trials, none stopped early")
+    else:
+        lines.append(
+            f"search: {run.trials} trials ({to_run} to run), the families in turn ({share:g} each); a trial may stop early "
+            f"after {preset.grace_steps} steps by ASHA's rule within its family"
+        )
+    for label, entries in per_family.items():
+        points = sum(entry.point is not None for entry in entries)
+        extra = f" (and {points} of a named point)" if points else ""
+        lines.append(f"  {label}: {len(entries) - points} configurations{extra}")
+    pairings = len(study.families) - 1 + len(study.points)
+    repeats = 2 * pairings * run.repeat_seeds
+    if run.repeat_seeds:
+        lines.append(
+            f"seed repeats: then up to {repeats} trials: the configurations the verdict compares (at most {2 * pairings}), "
+            f"{run.repeat_seeds} fresh seeds each"
+        )
+    else:
+        lines.append("seed repeats: none (--repeat-seeds 0): the verdict compares search runs, uncorrected for selection")
+
+    torch.set_num_threads(max(1, min(int(run.resources.cpus), os.cpu_count() or 1)))  # a trial's threads, no more than here
+    if run.resources.gpus:  # trained on GPUs: this CPU's times say nothing; the memory a step needs does
+        lines += _gpu_lines(run, per_family, to_run + repeats)
+    else:
+        lines += _cpu_lines(run, per_family, to_run, repeats)
+    return "\n".join(lines)
+
+
+def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], to_run: int, repeats: int) -> list[str]:
+    """Each family's largest and smallest configuration timed here, and the run's wall time from them."""
+    threads = torch.get_num_threads()
+    lines = [f"measured here ({threads} thread{'s' * (threads > 1)}, random tokens at the longest input, fp32):"]
+    means = []
+    for label, entries in per_family.items():
+        smallest, largest = (_measure(run, entry, steps=3) for entry in _extremes(run, entries))
+        means.append((smallest.trial_seconds + largest.trial_seconds) / 2)
+        for name, measured in (("largest", largest), ("smallest", smallest)):
+            lines.append(
+                f"  {label} {name} ({measured.label}): {measured.flops:.3g} FLOPs/example, {measured.cost.seconds:.3g} s a step "
+                f"at batch {run.preset.train.batch_size}, peak {_mib(measured.cost.peak_bytes)}; "
+                f"a whole trial {_duration(measured.trial_seconds)}"
+            )
+    slots = max(1, int((os.cpu_count() or 1) // run.resources.cpus))
+    trial = sum(means) / len(means)
+    lines.append(
+        f"estimated wall time here: at most {_duration(trial * to_run / slots)} for the search and "
+        f"{_duration(trial * repeats / slots)} for the repeats, {slots} trial{'s' * (slots > 1)} at once on "
+        f"{os.cpu_count()} CPUs (every input at its longest, every trial to its end, this machine as loaded as now; "
+        "Ray's start and the data aside)"
+    )
+    return lines
+
+
+def _extremes(run: CheckedRun, entries: list[GridEntry]) -> tuple[GridEntry, GridEntry]:
+    """The family's configurations with the fewest and the most forward FLOPs per example."""
+    ordered = sorted(entries, key=lambda entry: model_flops(*_model_and_length(run, entry)).forward)
+    return ordered[0], ordered[-1]
+
+
+def _model_and_length(run: CheckedRun, entry: GridEntry) -> tuple[ModelConfig, int]:
+    model, _ = _configs(run, entry)
+    return model, model.max_length
+
+
+def _gpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], trials: int) -> list[str]:
+    """Device-hours at the reference GPU's peak, and each family's largest configuration's peak memory."""
+    preset = run.preset
+    peak = PEAK_FLOPS[REFERENCE_GPU][0]  # bf16
+    step_flops = []
+    for entries in per_family.values():
+        for entry in entries:
+            model, train = _configs(run, entry)
+            step_flops.append(model_flops(model, model.max_length).training_step(train.batch_size) * train.steps)
+    hours = trials * sum(step_flops) / len(step_flops) / peak / 3600
+    lines = [
+        f"device-hours: at least {hours:.1f} on {REFERENCE_GPU}s at their dense bf16 peak ({peak / 1e12:.0f} TFLOP/s, "
+        f"{trials} trials at the longest input, a configuration's mean): real runs reach a fraction of the peak",
+        f"peak memory of each family's largest configuration at batch {preset.train.batch_size}, length "
+        f"{preset.task.model_fields()['max_length']} (one step measured on this CPU in fp32, extrapolated from 1 and 2 "
+        "examples; a GPU's fused attention and bf16 need less):",
+    ]
+    for label, entries in per_family.items():
+        largest = _measure(run, _extremes(run, entries)[1], steps=0)
+        lines.append(f"  {label} ({largest.label}): {_mib(largest.cost.peak_bytes)}, {largest.flops:.3g} FLOPs/example")
+    return lines

@@ -1,0 +1,148 @@
+"""A store you can query: ``python -m reports list``, short study names, CSV and Markdown tables,
+and ``compare`` across stores, on real SQLite stores (the smoke study's, and made-up ones)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from reports.__main__ import main
+from reports.results import StudyResults
+from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
+from storage import open_storage
+from tests.conftest import SMOKE_STUDY
+
+
+def _copy_store(url: str, path: Path) -> str:
+    """A consistent copy of a SQLite store (SQLite's own backup), as a URL."""
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as source, sqlite3.connect(path) as target:
+        source.backup(target)
+    return f"sqlite:///{path}"
+
+
+def _named_store(path: Path, names: dict[str, bool | None]) -> str:
+    """A store holding empty studies with these names, each recording whether a run's default preset made it."""
+    url = f"sqlite:///{path}"
+    storage = open_storage(url)
+    for name, default in names.items():
+        study = optuna.create_study(study_name=name, storage=storage)
+        if default is not None:
+            study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, default)
+    return url
+
+
+def _reported(name: str, url: str, tmp_path: Path, capsys) -> str:
+    """The study ``python -m reports NAME`` writes the report of (its exit code asserted)."""
+    assert main([name, "--storage", url, "-o", str(tmp_path / "r.html")]) == 0
+    return (tmp_path / "r.html").read_text().split("<title>", 1)[1].split("</title>", 1)[0]
+
+
+def test_a_short_name_means_the_newest_version_of_the_default_preset_or_the_named_one(tmp_path: Path, capsys) -> None:
+    url = _named_store(
+        tmp_path / "s.db",
+        {
+            "lra_sharing-smoke-v7": False,
+            "lra_sharing-quick-v5": True,
+            "lra_sharing-quick-v6": True,
+            "lra_sharing-quick-v6-num_heads=4": True,  # a --fix study: named in full only
+            "lra_sharing-quick-v6-fresh-20261201-101500": True,
+            "cross_head-quick-v3": True,
+        },
+    )
+    assert _reported("lra_sharing", url, tmp_path, capsys) == "lra_sharing-quick-v6"
+    assert _reported("lra_sharing-quick", url, tmp_path, capsys) == "lra_sharing-quick-v6"
+    assert _reported("lra_sharing-smoke", url, tmp_path, capsys) == "lra_sharing-smoke-v7"
+    assert _reported("lra_sharing-quick-v5", url, tmp_path, capsys) == "lra_sharing-quick-v5"  # a whole name is itself
+    assert _reported("lra_sharing-quick-v6-num_heads=4", url, tmp_path, capsys) == "lra_sharing-quick-v6-num_heads=4"
+    assert _reported("cross_head", url, tmp_path, capsys) == "cross_head-quick-v3"
+
+
+def test_a_short_name_two_studies_could_have_is_refused_naming_both(tmp_path: Path, capsys) -> None:
+    """A store whose runs recorded no default preset (older runs), with two presets of a study."""
+    url = _named_store(tmp_path / "s.db", {"lra_sharing-smoke-v6": None, "lra_sharing-full-v6": None})
+    with pytest.raises(SystemExit) as exited:
+        main(["lra_sharing", "--storage", url, "-o", str(tmp_path / "r.html")])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "ambiguous" in error and "lra_sharing-full-v6 or lra_sharing-smoke-v6" in error
+    assert not (tmp_path / "r.html").exists()
+    with pytest.raises(SystemExit) as exited:
+        main(["lra_shar", "--storage", url])  # a prefix is no short name
+    assert exited.value.code == 2 and "unknown study 'lra_shar'" in capsys.readouterr().err
+
+
+def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smoke_run: dict, tmp_path: Path, capsys) -> None:
+    url = _copy_store(smoke_run["url"], tmp_path / "s.db")
+    optuna.create_study(study_name="lra_sharing-quick-v6", storage=open_storage(url))  # a run not finished yet
+    assert main(["list", "--storage", url]) == 0
+    listed = capsys.readouterr().out
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=url)
+    trials = study.get_trials(deepcopy=False)
+    families = {t.user_attrs["family"] for t in trials}
+    assert f"{url}: 2 studies" in listed
+    assert f"{SMOKE_STUDY}: {len(trials)} trials" in listed
+    for family in families:
+        count = sum(t.user_attrs["family"] == family for t in trials)
+        assert f"  {family}: {count} (" in listed
+    assert f"  verdict: {study.user_attrs['verdict']}" in listed
+    assert "lra_sharing-quick-v6: 0 trials\n  verdict: none recorded" in listed
+    with pytest.raises(SystemExit) as exited:
+        main(["list", "--storage", url, "--csv", str(tmp_path)])  # list writes nothing
+    assert exited.value.code == 2 and "list writes no --csv" in capsys.readouterr().err
+
+
+def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, tmp_path: Path, capsys) -> None:
+    url = smoke_run["url"]
+    markdown = tmp_path / "md" / "tables.md"
+    assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--csv", str(tmp_path / "csv")]) == 0
+    assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--markdown", str(markdown)]) == 0
+    results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=url))
+    fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv", dtype=str, keep_default_na=False)
+    verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv", dtype=str, keep_default_na=False)
+    assert len(verdict) == len(results.verdict.comparisons) > 0
+    assert verdict["compared"].tolist() == [c.family for c in results.verdict.comparisons]
+    page = (tmp_path / "r.html").read_text()
+    for headline in fronts["headline (fresh seeds, 95% CI)"]:  # one figure per configuration, the page's too
+        assert headline in page
+    assert all((fronts[column] != "").any() for column in fronts.columns)  # no column empty in every row
+    text = markdown.read_text()
+    assert results.verdict.sentence in text and "## Verdict" in text and "## Each family's front" in text
+    assert "| " + verdict["compared"].iloc[0] in text
+
+    # --markdown -: stdout is the Markdown alone, and Optuna's "A new study created in memory" is gone.
+    shown = subprocess.run(
+        [sys.executable, "-m", "reports", "lra_sharing", "--storage", url, "-o", str(tmp_path / "r.html"), "--markdown", "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.startswith(f"# {SMOKE_STUDY}\n") and "report:" not in shown.stdout
+    assert "report: " in shown.stderr and "A new study created" not in shown.stderr
+
+
+def test_compare_across_two_stores_shows_each_study_s_verdict_and_tables(smoke_run: dict, tmp_path: Path, capsys) -> None:
+    laptop = _copy_store(smoke_run["url"], tmp_path / "laptop.db")
+    cluster = _copy_store(smoke_run["url"], tmp_path / "cluster.db")
+    out, png = tmp_path / "compare.html", tmp_path / "png"
+    assert main(["compare", "lra_sharing", "--storage", laptop, "--storage", cluster, "-o", str(out), "--png", str(png)]) == 0
+    page = out.read_text()
+    sentence = optuna.load_study(study_name=SMOKE_STUDY, storage=laptop).user_attrs["verdict"]
+    for url in (laptop, cluster):
+        assert f"<h2>{SMOKE_STUDY} ({url})</h2>" in page
+    assert page.count("<h3>Verdict</h3>") == 2 and page.count("<h3>Each family's front</h3>") == 2
+    assert sentence.split(" (")[0] in page
+    said = capsys.readouterr().out
+    if shutil.which("chromium"):
+        assert (png / "compare-figure.png").stat().st_size > 10_000, said
+    else:
+        assert "no PNGs" in said  # says why, never silently nothing
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", "lra_sharing", "--storage", laptop])  # one study is no comparison
+    assert exited.value.code == 2 and "compare found only" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""``python -m studies.run STUDY --plan``: the run's plan and cost, with nothing written and no Ray started."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+
+from studies.catalogue import LRA_SHARING, get_study
+from studies.engine.options import RunOptions
+from studies.engine.plan import plan
+from studies.engine.queue import queued, trials_counted
+from tests.conftest import SMOKE_STUDY
+
+
+def test_a_plan_counts_each_family_s_configurations_and_writes_nothing(tmp_path: Path) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--plan"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    preset = LRA_SHARING.preset("smoke")
+    grid = LRA_SHARING.exhaustive_grid(LRA_SHARING.space_for(preset), 1)
+    for family in LRA_SHARING.families:
+        searched = sum(entry.family == family and entry.point is None for entry in grid)
+        assert f"  {family.label}: {searched} configurations" in shown.stdout
+    assert f"search: {preset.trials} trials ({preset.trials} to run)" in shown.stdout
+    assert "store: sqlite:///runs/optuna.db: new" in shown.stdout
+    for family in LRA_SHARING.families:  # each family's extremes measured: a step's time and peak memory
+        batch = preset.train.batch_size
+        assert re.search(rf"  {re.escape(family.label)} largest \(.*\): .* s a step at batch {batch}", shown.stdout)
+    assert re.search(r"estimated wall time here: at most \d+ (s|min) for the search", shown.stdout)
+    assert list(tmp_path.iterdir()) == []  # no store, no data cache, no Ray session, no report
+
+
+def test_a_plan_of_a_stored_study_says_how_much_is_left(smoke_run: dict, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    shutil.copy(smoke_run["url"].removeprefix("sqlite:///"), store)
+    url = f"sqlite:///{store}"
+    before = store.read_bytes()
+    stored = optuna.load_study(study_name=SMOKE_STUDY, storage=url)
+    counted, waiting = trials_counted(stored), len(queued(stored))
+    text = plan(LRA_SHARING, RunOptions(preset="smoke", storage=url, trials=counted + 3))
+    assert f"resumes {SMOKE_STUDY}: {counted} of {counted + 3} search trials there, {waiting} queued" in text
+    assert f"({waiting + 3} to run)" in text
+    assert store.read_bytes() == before  # read, never written
+
+
+def test_a_gpu_preset_s_plan_made_here_gives_device_hours_and_peak_memory(tmp_path: Path, monkeypatch) -> None:
+    """cross_head's full preset (4 CPUs and a GPU a trial: this machine cannot run it, and its plan says so), at a
+    batch of 4 and its smallest width and head count: a short test."""
+    monkeypatch.chdir(tmp_path)
+    study = get_study("cross_head")
+    full = study.preset("full")
+    study = replace(study, presets={"full": replace(full, train=replace(full.train, batch_size=4))})
+    text = plan(study, RunOptions(preset="full", fix={"d_model": 64, "num_heads": 2}))
+    assert "this machine cannot run it" in text
+    assert re.search(r"device-hours: at least \d+\.\d on NVIDIA H200s", text)
+    for family in study.families:
+        assert re.search(rf"  {re.escape(family.label)} \(.*\): [\d.]+ (MiB|GiB), ", text)
+    assert "s a step" not in text  # this CPU's step times say nothing of a GPU's
+    assert list(tmp_path.iterdir()) == []
