@@ -4,13 +4,16 @@ PYTHON ?= python3
 VENV := .venv
 INSTALLED := $(VENV)/.installed
 
-.PHONY: study test lint format clean-venv
+.PHONY: study test drills lint format clean-venv
 
 study: $(INSTALLED)  ## the main job: lra_sharing's quick preset on local Ray, SQLite store
 	$(VENV)/bin/python -m studies.run lra_sharing
 
-test: lint  ## lint, then the whole test suite
+test: lint  ## lint, then the test suite (the drills aside)
 	$(VENV)/bin/python -m pytest -q
+
+drills: $(INSTALLED)  ## the fault and cluster drills: real drivers, workers and Ray nodes killed or stopped
+	$(VENV)/bin/python -m pytest -q -m drill
 
 lint: $(INSTALLED)  ## ruff's lint and format checks
 	$(VENV)/bin/ruff check .

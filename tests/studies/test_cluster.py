@@ -15,6 +15,8 @@ from optuna.trial import TrialState
 from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
 
+pytestmark = pytest.mark.drill  # make drills
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

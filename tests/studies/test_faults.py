@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +28,10 @@ from studies.engine.options import RunOptions
 from studies.engine.queue import queued
 from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
-from tests.processes import kill_tree, wait_for_training_worker
+from tests.processes import free_ports, kill_tree, wait_for_training_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.drill  # make drills
 
 STUDY = "lra_sharing-smoke-v6-num_layers=6"  # six layers: trials long enough to be caught mid-training
 
@@ -43,24 +48,6 @@ def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
     return subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
-
-
-def test_killed_worker_fails_its_trial_and_the_configuration_is_retried(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    driver = start_driver(tmp_path, url)
-    try:
-        os.kill(wait_for_training_worker(driver), signal.SIGKILL)
-        output, _ = driver.communicate(timeout=300)
-    finally:
-        if driver.poll() is None:
-            kill_tree(driver)
-    assert driver.returncode == 0, output[-3000:]
-    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
-    failed = [t for t in trials if t.state == TrialState.FAIL]
-    assert len(failed) == 1 and "died" in failed[0].user_attrs["error"].lower()
-    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == failed[0].number]
-    assert retry.params == failed[0].params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
-    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 6  # the requested number finished
 
 
 def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> None:
@@ -93,25 +80,26 @@ def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> Non
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 6
 
 
-def test_dashboard_reading_the_sqlite_store_during_a_run_does_not_break_it(tmp_path: Path) -> None:
-    import json
-    import socket
-    import urllib.request
-
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    driver = start_driver(tmp_path, url)
-    wait_for_training_worker(driver)  # the store exists and trials are being written
-    dashboard = subprocess.Popen(
-        [str(Path(sys.executable).with_name("optuna-dashboard")), url, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+@pytest.fixture(scope="module")
+def faulted_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One whole smoke study whose first trial's Ray worker is killed (SIGKILL) while optuna-dashboard reads the
+    store as fast as a browser tab polling it would; its folder (store, report, data cache) is then the finished
+    study that the signal tests stop a second run of."""
+    root = tmp_path_factory.mktemp("faulted")
+    url = f"sqlite:///{root / 'store.db'}"
+    (port,) = free_ports(1)
+    driver = start_driver(root, url)
+    dashboard = None
     reads = 0
     try:
-        while driver.poll() is None:  # read as fast as a browser tab polling the study would
+        worker = wait_for_training_worker(driver)  # the store exists and trials are being written
+        dashboard = subprocess.Popen(
+            [str(Path(sys.executable).with_name("optuna-dashboard")), url, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.kill(worker, signal.SIGKILL)
+        while driver.poll() is None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/1?after=0", timeout=5) as response:
                     reads += bool(json.load(response)["trials"])
@@ -120,14 +108,28 @@ def test_dashboard_reading_the_sqlite_store_during_a_run_does_not_break_it(tmp_p
             time.sleep(0.1)
         output = driver.stdout.read()
     finally:
-        dashboard.terminate()
-        dashboard.wait(timeout=10)
+        if dashboard is not None:
+            dashboard.terminate()
+            dashboard.wait(timeout=10)
         if driver.poll() is None:
             kill_tree(driver)
     assert driver.returncode == 0, output[-3000:]
-    assert reads > 10
-    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
-    assert len(trials) == 6 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    return {"root": root, "url": url, "reads": reads}
+
+
+def test_killed_worker_fails_its_trial_and_the_configuration_is_retried(faulted_run: dict) -> None:
+    trials = optuna.load_study(study_name=STUDY, storage=faulted_run["url"]).get_trials()
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1 and "died" in failed[0].user_attrs["error"].lower()
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == failed[0].number]
+    assert retry.params == failed[0].params and retry.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 6  # the requested number finished
+
+
+def test_dashboard_reading_the_sqlite_store_during_a_run_does_not_break_it(faulted_run: dict) -> None:
+    assert faulted_run["reads"] > 10
+    trials = optuna.load_study(study_name=STUDY, storage=faulted_run["url"]).get_trials()
+    assert len(trials) == 7 and sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 6
 
 
 def faulty_study() -> Study:
@@ -198,26 +200,17 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
 INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C: some are always running then
 
 
-@pytest.fixture(scope="module")
-def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding a finished smoke study (its store, report and data cache), run once for the signal tests."""
-    root = tmp_path_factory.mktemp("finished")
-    finished = start_driver(root, f"sqlite:///{root / 'store.db'}")
-    output, _ = finished.communicate(timeout=300)
-    assert finished.returncode == 0, output[-3000:]
-    return root
-
-
 @pytest.mark.parametrize(
     ("stop", "code"),
-    [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGHUP, 128 + signal.SIGHUP)],
-    ids=["ctrl-c", "sigterm", "sighup"],
+    [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)],
+    ids=["ctrl-c", "sigterm"],
 )
 def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_report(
-    tmp_path: Path, stop: signal.Signals, code: int, finished_study: Path
+    tmp_path: Path, stop: signal.Signals, code: int, faulted_run: dict
 ) -> None:
-    """The class of signals that stop a run (Ctrl-C; timeout, systemd, Slurm, Kubernetes; a closed terminal)."""
-    shutil.copytree(finished_study, tmp_path, dirs_exist_ok=True)  # a finished study, its report and its data
+    """The class of signals that stop a run (Ctrl-C; timeout, systemd, Slurm, Kubernetes; a closed terminal:
+    SIGHUP takes SIGTERM's handler, ``test_sighup_takes_the_same_path_as_sigterm``)."""
+    shutil.copytree(faulted_run["root"], tmp_path, dirs_exist_ok=True)  # a finished study, its report and its data
     url = f"sqlite:///{tmp_path / 'store.db'}"
     report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
     page = report.read_bytes()
@@ -253,3 +246,19 @@ def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_repor
     assert {t.user_attrs.get("retry_of") for t in queued(optuna.load_study(study_name=STUDY, storage=url))} >= {
         t.number for t in stopped
     }
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_sighup_takes_the_same_path_as_sigterm(stop: signal.Signals) -> None:
+    """In a process of its own: the signal raises KeyboardInterrupt in the main thread (Ctrl-C's path, which the
+    real runs above follow to the end), names itself, sets the exit code, and a second one during clean-up is ignored."""
+    script = (
+        "import os, signal, sys, time; from studies.engine.signals import exit_code, stop_cause, stop_on_signals\n"
+        "stop_on_signals()\n"
+        "try:\n"
+        f"    os.kill(os.getpid(), {int(stop)}); time.sleep(10); print('not stopped')\n"
+        "except KeyboardInterrupt:\n"
+        f"    os.kill(os.getpid(), {int(stop)}); print(stop_cause()); sys.exit(exit_code())\n"
+    )
+    stopped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert (stopped.returncode, stopped.stdout.strip()) == (128 + stop, stop.name), stopped.stderr

@@ -19,6 +19,8 @@ from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
 from tests.processes import kill_tree, processes_naming, start_ray_node, stop_ray_node
 
+pytestmark = pytest.mark.drill  # make drills
+
 TRIALS = 6
 STUDY = f"{SMOKE_STUDY}-num_layers=6"  # six layers: trials long enough to be caught mid-training
 

@@ -50,6 +50,7 @@ def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Pat
     assert len({t.user_attrs["driver"] for t in trials}) == 2  # both drivers worked on it
 
 
+@pytest.mark.drill  # make drills
 def test_a_killed_driver_s_trials_are_retried_at_once_by_the_next_run(postgres_url: str, tmp_path: Path) -> None:
     """Kill -9 a PostgreSQL study's driver and run the same command again at once: the dead driver's running
     trials do not wait out Optuna's heartbeat grace (180 s, longer than the run); they are failed and retried."""
