@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 
 from reports.results.frame import knob_columns, search_runs
 from reports.results.fronts import family_order, pareto_mask
-from reports.results.names import FLOPS
-from reports.results.quality import quality
+from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS
+from reports.results.quality import Quality, quality
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -43,56 +43,77 @@ def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def hover_text(row: pd.Series, knobs: list[str], column: str) -> str:
-    """Every knob (``knobs``: the frame's knob columns), the value of ``column`` (the study's
-    first objective) and the costs of a trial, HTML-escaped, one per line."""
+_COSTS_SHOWN = (  # a trial's costs in a hover text: the column, and how its value reads
+    (FLOPS, lambda value: f"{value:.3g} FLOPs per example"),
+    ("parameters", lambda value: f"{value:,.0f} parameters"),
+    ("examples_per_s", lambda value: f"{value:,.0f} examples/s"),
+    ("peak_memory_bytes", lambda value: f"{value / 2**20:.1f} MiB peak memory"),
+    ("wall_seconds", lambda value: f"{value:.0f} s wall time"),
+)
+
+
+def hover_text(row: pd.Series, knobs: list[str], measured: Quality) -> str:
+    """A trial in words, HTML-escaped, one per line: its family and state (a seed repeat says whose; a stopped
+    trial where it stopped), every knob (``knobs``), the study's first objective as
+    it is shown (``measured``: %, bits per byte) and its costs in units."""
     point = f", {row['point']}" if isinstance(row.get("point"), str) else ""
-    lines = [f"trial {row['number']}: {row['family']}{point} ({row['state'].lower()})"]
+    state = str(row["state"]).lower()
+    if state == "pruned" and pd.notna(row.get("reached_step")):
+        state = f"stopped early at step {int(row['reached_step'])}"
+    repeat = f", seed repeat of trial {int(row['repeat_of'])}" if pd.notna(row.get("repeat_of")) else ""
+    lines = [f"trial {row['number']}: {row['family']}{point} ({state}{repeat})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
-    lines.append(f"{column} = {row[column]:.4f}")
-    for name, unit in (
-        (FLOPS, "FLOPs/example"),
-        ("parameters", "parameters"),
-        ("examples_per_s", "examples/s"),
-        ("peak_memory_bytes", "bytes peak"),
-        ("wall_seconds", "s wall"),
-    ):
-        if pd.notna(row.get(name)):
-            lines.append(f"{unit}: {float(row[name]):.4g}")
+    lines.append(f"{measured.label}: {measured.shown(row[measured.column])}")
+    lines += [show(float(row[name])) for name, show in _COSTS_SHOWN if pd.notna(row.get(name))]
     return "<br>".join(plain(line) for line in lines)
 
 
-def families(frame: pd.DataFrame) -> dict[str, str]:
-    """The frame's families, the baseline first, each with its colour (the baseline's red)."""
-    baselines = set(frame.loc[frame["baseline"], "family"])
+def families(frame: pd.DataFrame, study_families: list[str] | None = None) -> dict[str, str]:
+    """The frame's families, the baseline first, each with its colour: fixed by the study's family order
+    (``study_families``, else the frame's ``FAMILIES_ATTRIBUTE``), the baseline's red, so that a family has
+    one colour in every figure and page, whichever of its trials a figure shows."""
+    present = family_order(frame)
+    order = list(study_families or frame.attrs.get(FAMILIES_ATTRIBUTE) or present)
+    order += [family for family in present if family not in order]
+    baselines = set(frame.loc[frame["baseline"], "family"]) if "baseline" in frame else set()
+    if not baselines and order and (study_families or FAMILIES_ATTRIBUTE in frame.attrs):
+        baselines = {order[0]}  # the study's families list the baseline's first
     palette = itertools.cycle(FAMILY_PALETTE)
-    return {family: COLORS["mha"] if family in baselines else next(palette) for family in family_order(frame)}
+    colors = {family: COLORS["mha"] if family in baselines else next(palette) for family in order}
+    return {family: colors[family] for family in present}
 
 
 def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
     """The study's first objective against one cost: each family's trials and its front (the baseline's dashed, crosses)."""
     figure = go.Figure()
     knobs, measured = knob_columns(frame), quality(frame)
-    shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[measured.column].notna()]
+    shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[measured.column].notna()].copy()
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
+    low, high = contested_range(shown, measured.column)
+    outside = (shown[measured.column] < low) | (shown[measured.column] > high)  # stopped outliers: drawn at the edge
+    shown["drawn"] = shown[measured.column].clip(low, high)
     for family, color in families(shown).items():
         rows = shown[shown["family"] == family]
         baseline = bool(rows["baseline"].iloc[0])
         symbol, size = ("x", 11) if baseline else ("circle", 9)
         complete, stopped = rows[rows["state"] == "COMPLETE"], rows[rows["state"] == "PRUNED"]
+        clipped = stopped[outside.reindex(stopped.index, fill_value=False)]
         for name, subset, marker in (
             (family, complete, {"symbol": symbol, "color": color, "size": size}),
-            (f"{family}, stopped early", stopped, {"symbol": f"{symbol}-open", "color": color, "size": 8}),
+            (f"{family}, stopped early", stopped.drop(clipped.index), {"symbol": f"{symbol}-open", "color": color, "size": 8}),
+            (f"{family}, stopped early, off the scale", clipped, {"symbol": "triangle-down-open", "color": color, "size": 9}),
         ):
+            if subset.empty and name != family:
+                continue
             figure.add_trace(
                 go.Scatter(
                     x=subset[x],
-                    y=subset[measured.column],
+                    y=subset["drawn"],
                     mode="markers",
                     name=plain(name),
                     legendgroup=plain(family),
                     marker=marker,
-                    hovertext=[hover_text(row, knobs, measured.column) for _, row in subset.iterrows()],
+                    hovertext=[hover_text(row, knobs, measured) for _, row in subset.iterrows()],
                     hoverinfo="text",
                 )
             )
@@ -104,7 +125,21 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
         name = plain(f"{family} front" + (" (reference)" if baseline else ""))
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=plain(family), line=line, hoverinfo="skip"))
     figure.update_layout(title=plain(title), xaxis_title=AXES[x], yaxis_title=plain(measured.label), xaxis_type="log", **LAYOUT)
+    if pd.notna(low):
+        figure.update_yaxes(range=[low, high])
     return figure
+
+
+def contested_range(frame: pd.DataFrame, column: str) -> tuple[float, float]:
+    """The values the contest spans: the complete trials' (the stopped ones' too when none completed), padded by
+    a tenth; a trial stopped far outside it is drawn at its edge rather than stretching the axis."""
+    complete = frame.loc[frame["state"] == "COMPLETE", column].dropna()
+    values = complete if not complete.empty else frame[column].dropna()
+    if values.empty:
+        return float("nan"), float("nan")
+    low, high = float(values.min()), float(values.max())
+    pad = (high - low) / 10 or abs(high) / 100 or 0.01
+    return low - pad, high + pad
 
 
 def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[float, str] | None = None) -> go.Figure:
@@ -118,8 +153,13 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
     """
     measured = quality(frame)
     complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna() & search_runs(frame)]
-    compared = complete[~complete["baseline"]]
     hover_knobs = knob_columns(frame)
+    # One point per configuration: one the search ran twice is one configuration (the mean of its runs).
+    same = ["family", *[k for k in hover_knobs if k in complete.columns]]
+    complete = complete.assign(
+        **{measured.column: complete.groupby(same, dropna=False, sort=False)[measured.column].transform("mean")}
+    ).drop_duplicates(subset=same)
+    compared = complete[~complete["baseline"]]
     knobs = [k for k in knobs if k in compared.columns and compared[k].notna().any()]
     if not knobs:
         figure = go.Figure()
@@ -144,7 +184,7 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
                     offsetgroup=plain(family),
                     showlegend=column == 1,
                     marker={"color": color},
-                    hovertext=[hover_text(row, hover_knobs, measured.column) for _, row in rows.iterrows()],
+                    hovertext=[hover_text(row, hover_knobs, measured) for _, row in rows.iterrows()],
                     hoverinfo="text",
                 ),
                 row=1,
@@ -166,17 +206,23 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
     figure.update_yaxes(title_text=plain(measured.label), row=1, col=1)
     dashed = f" (dashed: {plain(reference[1])})" if reference is not None else ""
     figure.update_layout(
-        title=f"Knob effects by family: complete search runs, {plain(measured.label)}{dashed}", boxmode="group", **LAYOUT
+        title=f"Knob effects by family: one point per configuration searched, {plain(measured.label)}{dashed}",
+        boxmode="group",
+        **LAYOUT,
     )
     return figure
 
 
 def curves_figure(
-    curves: pd.DataFrame, y_title: str, title: str = "Learning curves of the search runs on each family's front"
+    curves: pd.DataFrame,
+    y_title: str,
+    title: str = "Learning curves of the search runs on each family's front",
+    colors: dict[str, str] | None = None,
 ) -> go.Figure:
-    """Intermediate values (``reports.results.details.learning_curves``) by step, coloured by family; pruned trials dotted."""
+    """Intermediate values (``reports.results.details.learning_curves``) by step, coloured by family (``colors``:
+    the study's, ``families``; else the curves' own); pruned trials dotted."""
     figure = go.Figure()
-    colors = families(curves.drop_duplicates("number")) if not curves.empty else {}
+    colors = colors or (families(curves.drop_duplicates("number")) if not curves.empty else {})
     for number, curve in curves.groupby("number", sort=True):
         family, state = curve["family"].iloc[0], curve["state"].iloc[0]
         label = f"trial {number} ({family})" + (" (stopped early)" if state == "PRUNED" else "")
@@ -194,16 +240,24 @@ def curves_figure(
     return figure
 
 
-def importance_figure(importances: dict[str, float], target: str) -> go.Figure:
-    """Horizontal bars of knob importances for ``target`` (the study's first objective)."""
-    names = list(importances)[::-1]
-    bars = go.Bar(
-        x=[importances[n] for n in names], y=[plain(n) for n in names], orientation="h", marker={"color": COLORS["damcha"]}
-    )
-    figure = go.Figure(bars)
+def importance_figure(importances: dict[str, dict[str, float]], target: str, colors: dict[str, str]) -> go.Figure:
+    """Each family's knob importances for ``target`` (the study's first objective), as grouped horizontal bars."""
+    names = list(dict.fromkeys(name for values in importances.values() for name in values))[::-1]
+    figure = go.Figure()
+    for family, values in importances.items():
+        figure.add_trace(
+            go.Bar(
+                x=[values.get(name, 0.0) for name in names],
+                y=[plain(name) for name in names],
+                orientation="h",
+                name=plain(family),
+                marker={"color": colors.get(family, COLORS["pruned"])},
+            )
+        )
     figure.update_layout(
-        title=f"Knob importance for {plain(target)} (Optuna PED-ANOVA)",
-        xaxis_title="importance (share of the total)",
+        title=f"Knob importance for {plain(target)} within each family (Optuna PED-ANOVA, complete search runs)",
+        xaxis_title="importance (share of the family's total)",
+        barmode="group",
         **LAYOUT,
     )
     return figure
@@ -228,7 +282,7 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
                     mode="lines+markers",
                     name=plain(f"{study_name}: {family} front"),
                     line={"dash": "dash" if rows["baseline"].iloc[0] else "solid", "shape": "hv"},
-                    hovertext=[hover_text(row, knobs, measured.column) for _, row in front.iterrows()],
+                    hovertext=[hover_text(row, knobs, measured) for _, row in front.iterrows()],
                     hoverinfo="text",
                 )
             )

@@ -9,7 +9,6 @@ provenance. Every string from the store is HTML-escaped.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +20,7 @@ from reports.figures import (
     SECONDS_PER_1K,
     compare_figure,
     curves_figure,
+    families,
     importance_figure,
     knob_effects_figure,
     pareto_figure,
@@ -29,7 +29,7 @@ from reports.figures import (
 from reports.results import StudyResults
 from reports.results.configurations import headline_figure
 from reports.results.details import importances, learning_curves, provenance
-from reports.results.frame import knob_columns, search_runs
+from reports.results.frame import compared_knobs, knob_columns, search_runs
 from reports.results.fronts import family_budgets
 from reports.results.names import FLOPS
 from reports.results.quality import quality
@@ -45,16 +45,23 @@ h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
 td,th{padding:3px 10px;border-bottom:1px solid #e5e5e5;text-align:left}
 .question{white-space:pre-line}
+.wide{overflow-x:auto} .wide table{font-size:.8em} .wide td,.wide th{padding:3px 6px}
 """
 
 
 def _table(rows: dict[str, object]) -> str:
-    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in rows.items())
+    """A two-column table; a value that is itself a mapping is a table in its cell, a list is comma-joined."""
+    cells = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in rows.items())
     return f"<table>{cells}</table>"
 
 
-def _plain(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+def _cell(value: object) -> str:
+    """A setting's value as escaped HTML, readable: no JSON."""
+    if isinstance(value, dict):
+        return _table(value) if value else "-"
+    if isinstance(value, list | tuple):
+        return html.escape(", ".join(map(str, value))) if value else "-"
+    return html.escape("-" if value is None else str(value))
 
 
 def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> list[str]:
@@ -88,7 +95,8 @@ def report_html(
     frame, configs, answer = with_time_column(results.frame), results.configurations, results.verdict
     knobs, measured = knob_columns(frame), quality(frame)
     what = measured.label[0].upper() + measured.label[1:]
-    effects = [k for k in knobs if k != "attention"]
+    searched_knobs = set(study.user_attrs.get("search_space") or knobs)  # a named point's own knobs select nothing
+    effects = [name for name in compared_knobs(frame) if name in searched_knobs]
     searched = frame[search_runs(frame)] if not frame.empty else frame
     on_front = front_numbers(frame)
     name = study.study_name
@@ -97,14 +105,16 @@ def report_html(
         "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters"),
         "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time"),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
-        "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label),
+        "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label, colors=families(frame)),
     }
     importance = importances(study)
     if importance:
-        figures["importances"] = importance_figure(importance, measured.label)
+        figures["importances"] = importance_figure(importance, measured.label, families(frame))
     divs = dict(zip(figures, _figures_html(list(figures.items()), plotlyjs), strict=True))
     attributes = study.user_attrs
-    settings = {key: attributes[key] for key in ("task", "preset", "budget", "search_space", "objectives") if key in attributes}
+    settings = {
+        key: attributes[key] for key in ("command", "task", "preset", "budget", "search_space", "objectives") if key in attributes
+    }
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
@@ -123,7 +133,7 @@ baseline family (dashed front); open markers: stopped early. Hover a point for e
 <h2>Each family's front</h2>
 <p>Headline: the mean over the configuration's fresh seeds (<code>--repeat-seeds</code>) on the held-out test split,
 with its 95% t-interval; the search run that selected it was judged on the validation split, shown apart.</p>
-{table_html(fronts_frame(results), "No complete trials yet.")}
+<div class="wide">{table_html(fronts_frame(results), "No complete trials yet.")}</div>
 <h2>Provenance</h2>{_table(provenance(study, frame, storage_url))}
 </body></html>
 """

@@ -12,7 +12,7 @@ import pandas as pd
 
 from reports.results import StudyResults
 from reports.results.configurations import headline_figure, knob_text
-from reports.results.frame import knob_columns, search_runs
+from reports.results.frame import compared_knobs, search_runs
 from reports.results.fronts import family_fronts
 from reports.results.names import FLOPS
 from reports.results.quality import quality
@@ -49,7 +49,7 @@ def fronts_frame(results: StudyResults) -> pd.DataFrame:
     if configs.empty:
         return pd.DataFrame()
     measured = quality(configs)
-    knobs = [name for name in knob_columns(results.frame) if name != "attention"]
+    knobs = compared_knobs(results.frame)
     on_front = front_numbers(results.frame)
     keep = configs[configs["numbers"].map(lambda numbers: bool(on_front & set(numbers))) | (configs["seeds"] > 0)]
     rows = []

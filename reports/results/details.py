@@ -34,20 +34,35 @@ def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["number", "step", "value", "state", "family", "baseline"])
 
 
-def importances(study: optuna.Study) -> dict[str, float]:
-    """Knob importances for the study's first objective (Optuna's default PED-ANOVA evaluator); empty when too few trials."""
-    results = [t for t in study.get_trials(deepcopy=False) if outcome(t) == "COMPLETE"]  # infeasible ones are no result
-    if len(results) < 3:
-        return {}
-    only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input
-    only_results.add_trials(results)
+def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
+    """Each family's knob importances for the study's first objective (Optuna's default PED-ANOVA evaluator),
+    from its complete search runs (seed repeats are no new configurations); a family with fewer than 3,
+    or whose knobs never vary, has none. Per family: pooled, the family itself would explain most."""
+    by_family: dict[str, list[optuna.trial.FrozenTrial]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        if outcome(trial) == "COMPLETE" and "repeat_of" not in trial.user_attrs:  # infeasible ones are no result
+            by_family.setdefault(family_of(trial), []).append(trial)
     sign = quality_of(study).sign
-    try:  # PED-ANOVA explains low target values: negate a value the study maximises
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "few trials per regime": expected in small studies
-            return optuna.importance.get_param_importances(only_results, target=lambda trial: -sign * trial.values[0])
-    except (ValueError, RuntimeError, ZeroDivisionError):
-        return {}
+    found = {}
+    for family, results in by_family.items():
+        if len(results) < 3:
+            continue
+        varying = sorted({name for t in results for name in t.params if len({str(r.params.get(name)) for r in results}) > 1})
+        if not varying:  # the family's knobs are its own (attention, metric_mode) or never varied
+            continue
+        only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input
+        only_results.add_trials(results)
+        try:  # PED-ANOVA explains low target values: negate a value the study maximises
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "few trials per regime": expected in small studies
+                values = optuna.importance.get_param_importances(
+                    only_results, params=varying, target=lambda trial: -sign * trial.values[0]
+                )
+        except (ValueError, RuntimeError, ZeroDivisionError):
+            continue
+        if values:
+            found[family] = values
+    return found
 
 
 def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> dict[str, Any]:

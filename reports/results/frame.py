@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 from reports.results.names import (
     ATTRIBUTE_COLUMNS,
     FAMILIES_ATTRIBUTE,
+    FAMILY_KNOBS_ATTRIBUTE,
     FLOPS,
     INFEASIBLE,
     INFEASIBLE_ATTRIBUTE,
@@ -74,8 +75,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
     reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
     so that larger is better. A value or FLOPs count that is not a finite number (another
-    program's store) is NaN: no result. ``frame.attrs`` hold the knob columns, the ``Quality`` and the
-    study's family labels (the baseline's first; those of its trials for a study that recorded none).
+    program's store) is NaN: no result. ``frame.attrs`` hold the knob columns, the ``Quality``, the
+    study's family labels (the baseline's first; those of its trials for a study that recorded none) and the
+    knobs the families set (``compared_knobs`` leaves them out).
     """
     measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
@@ -110,7 +112,14 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     recorded = study.user_attrs.get("budget", {}).get("families")  # the study's families, the baseline's first
     present = frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist() if rows else []
     frame.attrs[FAMILIES_ATTRIBUTE] = list(recorded) if isinstance(recorded, dict) else present
+    pinned = [values for values in recorded.values() if isinstance(values, dict)] if isinstance(recorded, dict) else []
+    frame.attrs[FAMILY_KNOBS_ATTRIBUTE] = [name for name in knobs if any(name in values for values in pinned)] or ["attention"]
     return frame
+
+
+def compared_knobs(frame: pd.DataFrame) -> list[str]:
+    """The knob columns a configuration differs by within its family: all but the knobs the families set."""
+    return [name for name in knob_columns(frame) if name not in frame.attrs.get(FAMILY_KNOBS_ATTRIBUTE, ["attention"])]
 
 
 def search_runs(frame: pd.DataFrame) -> pd.Series:

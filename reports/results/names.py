@@ -50,3 +50,4 @@ LOST_DRIVER_ERROR = "its driver stopped sending heartbeats (killed or lost); ano
 KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study's search order
 QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values measure
 FAMILIES_ATTRIBUTE = "families"  # ``frame.attrs`` key: the study's family labels, the baseline's first
+FAMILY_KNOBS_ATTRIBUTE = "family_knobs"  # ``frame.attrs`` key: the knobs the families set (attention, metric_mode)

@@ -54,3 +54,28 @@ class Ending:
             tell_infeasible(study, trial, self.infeasible)
         else:
             study.tell(trial, None if self.values is None else list(self.values), state=self.state)
+
+
+@dataclass(frozen=True)
+class FinishedTrial:
+    """A trial this run saw end, for its line in the run's output (``studies.engine.progress``).
+
+    Attributes:
+        number: Its trial number.
+        family: Its family's label.
+        knobs: Its sampled knob values.
+        ending: How it ended.
+        value: Its objective's last reported value (None: it reported none).
+        step: The step of that report (where a stopped trial stopped).
+        seconds: Its wall time, as the trial measured it.
+        repeat_of: The trial whose configuration it repeats on a fresh seed (None: a search trial).
+    """
+
+    number: int
+    family: str
+    knobs: Mapping[str, Any]
+    ending: Ending
+    value: float | None
+    step: int | None
+    seconds: float | None
+    repeat_of: int | None

@@ -40,7 +40,7 @@ from reports.results.names import (
 from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Family, GridEntry, Preset, Study
-from studies.engine.endings import ENDING_ATTRIBUTE, Ending
+from studies.engine.endings import ENDING_ATTRIBUTE, Ending, FinishedTrial
 from studies.engine.failures import failure_of
 from studies.engine.queue import (
     COUNTED_STATES,
@@ -123,6 +123,7 @@ class Ledger:
         memory_bytes: Each trial's memory budget (``trainers.memory.memory_budget``), or None.
         exclusive: This driver is the store's only one (SQLite); else other drivers' abandoned trials are
             looked for at each heartbeat (``heartbeat``).
+        then: Trials the run expects after this phase (its seed repeats, at most), for the overall ETA.
     """
 
     def __init__(
@@ -141,6 +142,7 @@ class Ledger:
         ask_lock: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
         memory_bytes: int | None = None,
         exclusive: bool = True,
+        then: int = 0,
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
         self.memory_bytes, self.exclusive = memory_bytes, exclusive
@@ -160,6 +162,8 @@ class Ledger:
         self.given_up: set[int] = set()  # trials another driver ended while this one ran them (``_give_up``)
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.durations: list[float] = []
+        self.endings: list[FinishedTrial] = []  # each trial this run saw end, in order
+        self.then = then
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
         self.best_value: float | None = None  # of the objective, over this run's complete trials
         self.grid = definition.exhaustive_grid(space, preset.exhaustive_seeds) if preset.exhaustive_seeds else []
@@ -468,6 +472,19 @@ class Ledger:
         self.finished[ending.outcome] += 1
         if "wall_seconds" in last:
             self.durations.append(float(last["wall_seconds"]))
+        trial, value = self.open[number], last.get(self.objective.metric)
+        self.endings.append(
+            FinishedTrial(
+                number,
+                str(trial.user_attrs.get("family", "")),
+                dict(trial.params),
+                ending,
+                None if value is None else float(value),
+                int(last["step"]) if "step" in last else None,
+                float(last["wall_seconds"]) if "wall_seconds" in last else None,
+                trial.user_attrs.get("repeat_of"),
+            )
+        )
         if self.grid or "repeat_of" in self.open[number].user_attrs:  # decides nothing: told at once
             self._tell(number)
         self._tell_all_if_finished()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import shlex
 import socket
 import sys
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from reports.files import check_writable_dir, check_writable_file
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
     check_sqlite_store,
+    masked_url,
     resolve_storage_url,
     sqlite_path,
     store_files,
@@ -53,6 +55,31 @@ class RunOptions:
     repeat_seeds: int | None = None  # None: the preset's
     precision: str | None = None
     compile: bool | None = None
+
+    def command_line(self, name: str) -> str:
+        """The ``python -m studies.run NAME`` command these options are, as a user would type it
+        (a storage URL's password masked; ``env:NAME`` stays as it is)."""
+        storage = self.storage if self.storage is None or self.storage.startswith("env:") else masked_url(self.storage)
+        valued = {
+            "--preset": self.preset,
+            "--trials": self.trials,
+            "--storage": storage,
+            "--address": self.address,
+            "--cpus-per-trial": self.cpus_per_trial,
+            "--gpus-per-trial": self.gpus_per_trial,
+            "--trial-memory": self.trial_memory_gib,
+            "--seed": self.seed or None,
+            "--report": self.report,
+            "--data-cache": self.cache_dir,
+            "--data-dir": self.data_dir,
+            "--repeat-seeds": self.repeat_seeds,
+            "--precision": self.precision,
+        }
+        words = ["python", "-m", "studies.run", name]
+        words += [str(word) for option, value in valued.items() if value is not None for word in (option, value)]
+        words += [word for knob, value in self.fix.items() for word in ("--fix", f"{knob}={value}")]
+        words += ["--fresh"] * self.fresh + ([] if self.compile is None else ["--compile" if self.compile else "--no-compile"])
+        return shlex.join(words)
 
 
 @dataclass(frozen=True)

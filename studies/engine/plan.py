@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 import torch
+from optuna.trial import TrialState
 
 from storage import masked_url, open_storage, parse_storage_url, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
 from studies.engine.ledger import model_config_of, unsearched_where_active
 from studies.engine.options import LOCAL_ADDRESS, CheckedRun, RunOptions, StudyOptionError, check_local_resources, check_options
 from studies.engine.queue import queued, trials_counted
+from studies.engine.repeats import most_repeats
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.data.cache import default_cache_dir
@@ -94,19 +97,37 @@ def _mib(count: float) -> str:
     return f"{count / 2**20:.0f} MiB" if count < 2**30 else f"{count / 2**30:.1f} GiB"
 
 
-def _store_lines(run: CheckedRun) -> tuple[list[str], int]:
-    """What the store holds of this study, and how many search trials the run would start."""
+@dataclass(frozen=True)
+class Stored:
+    """What the store holds of the run's study.
+
+    Attributes:
+        line: The plan's line about it.
+        to_run: Search trials the run would start (the queue's, then up to ``--trials``).
+        trial_seconds: Each family's median wall time of its trials that trained to the end (none: no such trial).
+    """
+
+    line: str
+    to_run: int
+    trial_seconds: dict[str, float]
+
+
+def _stored(run: CheckedRun) -> Stored:
+    """Read (never write) what the store holds of this study."""
     shown = masked_url(run.url)
     if parse_storage_url(run.url).get_backend_name() == "sqlite" and not sqlite_path(run.url).exists():
-        return [f"store: {shown}: new (created when the run starts)"], run.trials
+        return Stored(f"store: {shown}: new (created when the run starts)", run.trials, {})
     storage = open_storage(run.url, read_only=True)
-    names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
-    if run.study_name not in names:
-        return [f"store: {shown}: has no study {run.study_name} yet"], run.trials
+    if run.study_name not in {summary.study_name for summary in optuna.get_all_study_summaries(storage)}:
+        return Stored(f"store: {shown}: has no study {run.study_name} yet", run.trials, {})
     optuna_study = optuna.load_study(study_name=run.study_name, storage=storage)
     counted, waiting = trials_counted(optuna_study), len(queued(optuna_study))
-    to_run = waiting + max(run.trials - counted, 0)
-    return [f"store: {shown}: resumes {run.study_name}: {counted} of {run.trials} search trials there, {waiting} queued"], to_run
+    walls: dict[str, list[float]] = {}
+    for trial in optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if "wall_seconds" in trial.user_attrs and "family" in trial.user_attrs:
+            walls.setdefault(trial.user_attrs["family"], []).append(float(trial.user_attrs["wall_seconds"]))
+    line = f"store: {shown}: resumes {run.study_name}: {counted} of {run.trials} search trials there, {waiting} queued"
+    return Stored(line, waiting + max(run.trials - counted, 0), {f: statistics.median(w) for f, w in walls.items()})
 
 
 def plan(study: Study, options: RunOptions) -> str:
@@ -133,8 +154,9 @@ def plan(study: Study, options: RunOptions) -> str:
             check_local_resources(run.resources.cpus, run.resources.gpus, options.trial_memory_gib)
         except StudyOptionError as error:  # a plan for a cluster, made here: said, not refused
             lines.append(f"this machine cannot run it: {error}; on a cluster, pass --address")
-    store_lines, to_run = _store_lines(run)
-    lines += store_lines
+    stored = _stored(run)
+    to_run = stored.to_run
+    lines.append(stored.line)
     cache = (options.cache_dir or default_cache_dir()).resolve()
     described = ", ".join(f"{key}={value}" for key, value in preset.task.describe().items())
     where = "read from the release files, then " if preset.task.reads_files else "built on first use, then "
@@ -154,12 +176,11 @@ def plan(study: Study, options: RunOptions) -> str:
         points = sum(entry.point is not None for entry in entries)
         extra = f" (and {points} of a named point)" if points else ""
         lines.append(f"  {label}: {len(entries) - points} configurations{extra}")
-    pairings = len(study.families) - 1 + len(study.points)
-    repeats = 2 * pairings * run.repeat_seeds
+    repeats = most_repeats(study, run.repeat_seeds)
     if run.repeat_seeds:
         lines.append(
-            f"seed repeats: then up to {repeats} trials: the configurations the verdict compares (at most {2 * pairings}), "
-            f"{run.repeat_seeds} fresh seeds each"
+            f"seed repeats: then up to {repeats} trials: the configurations the verdict compares "
+            f"(at most {most_repeats(study, 1)}), {run.repeat_seeds} fresh seeds each"
         )
     else:
         lines.append("seed repeats: none (--repeat-seeds 0): the verdict compares search runs, uncorrected for selection")
@@ -168,12 +189,13 @@ def plan(study: Study, options: RunOptions) -> str:
     if run.resources.gpus:  # trained on GPUs: this CPU's times say nothing; the memory a step needs does
         lines += _gpu_lines(run, per_family, to_run + repeats)
     else:
-        lines += _cpu_lines(run, per_family, to_run, repeats)
+        lines += _cpu_lines(run, per_family, stored, repeats)
     return "\n".join(lines)
 
 
-def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], to_run: int, repeats: int) -> list[str]:
-    """Each family's largest and smallest configuration timed here, and the run's wall time from them."""
+def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], stored: Stored, repeats: int) -> list[str]:
+    """Each family's largest and smallest configuration timed here, and the run's wall time: from the
+    study's own trials when each family has one that trained to its end, else from those timings."""
     threads = torch.get_num_threads()
     lines = [f"measured here ({threads} thread{'s' * (threads > 1)}, random tokens at the longest input, fp32):"]
     means = []
@@ -187,12 +209,16 @@ def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], to_run: 
                 f"a whole trial {_duration(measured.trial_seconds)}"
             )
     slots = max(1, int((os.cpu_count() or 1) // run.resources.cpus))
-    trial = sum(means) / len(means)
+    if set(stored.trial_seconds) >= set(per_family):  # the study's own trials, as they ran here
+        trial = sum(stored.trial_seconds[label] for label in per_family) / len(per_family)
+        source = "each family's median trial in the store; every trial to its end"
+    else:
+        trial = sum(means) / len(means)
+        source = "the timings above: every input at its longest, every trial to its end, this machine as loaded as now"
     lines.append(
-        f"estimated wall time here: at most {_duration(trial * to_run / slots)} for the search and "
+        f"estimated wall time here: at most {_duration(trial * stored.to_run / slots)} for the search and "
         f"{_duration(trial * repeats / slots)} for the repeats, {slots} trial{'s' * (slots > 1)} at once on "
-        f"{os.cpu_count()} CPUs (every input at its longest, every trial to its end, this machine as loaded as now; "
-        "Ray's start and the data aside)"
+        f"{os.cpu_count()} CPUs (from {source}; Ray's start and the data aside)"
     )
     return lines
 

@@ -1,4 +1,5 @@
-"""One live progress line while a study runs, instead of Ray's table dump."""
+"""What a running study shows instead of Ray's table dump: one line per finished trial, and one live
+progress line with the run's overall ETA (this phase's trials and the seed repeats expected after it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 from ray.tune import Callback
 
 from reports.results.quality import quality_named
+from studies.engine.endings import FinishedTrial
 from studies.engine.ledger import Ledger
+
+_SAID_BY_THE_FAMILY = ("attention", "metric_mode")  # knobs a family's label already names
 
 
 def _clock(seconds: float) -> str:
@@ -24,12 +28,30 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
     running = len(ledger.open) - len(ledger.ended)  # ended trials wait to be told to Optuna (``Ledger``)
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
-    if ledger.durations and done < ledger.total:
+    left = ledger.total - done + ledger.then  # the seed repeats after the search: one ETA for the whole run
+    if ledger.durations and left > 0:
         mean = sum(ledger.durations) / len(ledger.durations)
-        eta = _clock(mean * math.ceil((ledger.total - done) / max(concurrency, 1)))
+        eta = _clock(mean * math.ceil(left / max(concurrency, 1)))
     else:
-        eta = "--:--" if done < ledger.total else "00:00"
-    return f"trials {done}/{ledger.total} done · {running} running · best {name} {best} · {_clock(elapsed)} elapsed · ETA {eta}"
+        eta = "--:--" if left > 0 else "00:00"
+    then = f" (then up to {ledger.then} repeats)" if ledger.then else ""
+    return (
+        f"trials {done}/{ledger.total} done{then} · {running} running · best {name} {best} · {_clock(elapsed)} elapsed · "
+        f"ETA {eta}"
+    )
+
+
+def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
+    """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · acc 0.581 · complete · 01:42``: a trial that ended."""
+    measured = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize")
+    knobs = " ".join(f"{name}={value}" for name, value in trial.knobs.items() if name not in _SAID_BY_THE_FAMILY)
+    value = "-" if trial.value is None else f"{trial.value:.3f}"
+    state = trial.ending.outcome.lower()
+    if trial.ending.state.name == "PRUNED" and trial.step is not None:
+        state = f"stopped early at step {trial.step}"
+    repeat = f" (seed repeat of trial {trial.repeat_of})" if trial.repeat_of is not None else ""
+    took = "" if trial.seconds is None else f" · {_clock(trial.seconds)}"
+    return f"trial {trial.number}{repeat} · {trial.family} · {knobs} · {measured.short} {value} · {state}{took}"
 
 
 class ProgressLine(Callback):
@@ -39,14 +61,22 @@ class ProgressLine(Callback):
         self.ledger, self.concurrency = ledger, concurrency
         self.start = time.monotonic()
         self.last_shown, self.last_line = 0.0, ""
+        self.said = 0  # how many of the ledger's finished trials have their line
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         now = time.monotonic()
+        stream = sys.stderr  # looked up at each write: Tune pickles its callbacks, and streams don't pickle
+        for trial in self.ledger.endings[self.said :]:  # above the live line, which is drawn again below
+            stream.write(
+                ("\r" + " " * len(self.last_line) + "\r" if stream.isatty() else "") + finished_line(trial, self.ledger) + "\n"
+            )
+            self.last_line, self.last_shown = "", 0.0
+        self.said = len(self.ledger.endings)
         if now - self.last_shown < 1.0:
+            stream.flush()
             return
         self.last_shown = now
         line = progress_line(self.ledger, now - self.start, self.concurrency)
-        stream = sys.stderr  # looked up at each write: Tune pickles its callbacks, and streams don't pickle
         if stream.isatty():
             stream.write("\r" + line.ljust(len(self.last_line)))
         elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:
@@ -55,6 +85,9 @@ class ProgressLine(Callback):
         self.last_line = line
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        for trial in self.ledger.endings[self.said :]:
+            sys.stderr.write(("\r" if sys.stderr.isatty() else "") + finished_line(trial, self.ledger) + "\n")
+        self.said = len(self.ledger.endings)
         line = progress_line(self.ledger, time.monotonic() - self.start, self.concurrency)
         sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + "\n")
         sys.stderr.flush()

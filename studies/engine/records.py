@@ -54,14 +54,17 @@ def open_study(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna_study.set_metric_names([objective.metric for objective in study.objectives])
-    _record_settings(optuna_study, study, run)
+    _record_settings(optuna_study, study, run, options)
     return optuna_study, storage
 
 
-def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun) -> None:
-    """The study's question and settings, for reports and optuna-dashboard."""
+def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, options: RunOptions) -> None:
+    """The study's question and settings, and the command of the run (the latest), for reports and optuna-dashboard."""
     preset = run.preset
-    optuna_study.set_user_attr("question", study.doc.strip())
+    # The doc's example command is the catalogue's; the report shows the run's own (``command``).
+    question = "\n".join(line for line in study.doc.strip().splitlines() if not line.strip().startswith("python -m "))
+    optuna_study.set_user_attr("question", question.strip())
+    optuna_study.set_user_attr("command", options.command_line(study.name))
     optuna_study.set_user_attr("preset", f"{preset.name}: {preset.description}")
     optuna_study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, preset.name == study.default_preset)  # short names read it
     optuna_study.set_user_attr("task", preset.task.describe())

@@ -10,7 +10,14 @@ from optuna.trial import TrialState
 from reports.results.frame import configuration, configuration_key, trials_frame
 from reports.results.matching import best_baseline, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE
+from studies.catalogue.schema import Study
 from studies.engine.queue import PlannedTrial, enqueue
+
+
+def most_repeats(study: Study, seeds: int) -> int:
+    """The most seed repeats a run of ``study`` queues: each comparison's two configurations (each
+    family's selected one and the baseline it faces; each named point and its baseline), ``seeds`` each."""
+    return 2 * (len(study.families) - 1 + len(study.points)) * seeds
 
 
 def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:

@@ -30,7 +30,7 @@ from studies.engine.ledger import Ledger
 from studies.engine.options import RunOptions, check_options, without_contradicted_points
 from studies.engine.queue import trials_to_run
 from studies.engine.records import open_study
-from studies.engine.repeats import plan_repeats
+from studies.engine.repeats import most_repeats, plan_repeats
 from studies.engine.tune_bridge import run_on_tune
 from studies.engine.version import code_version
 from trainers.data.cache import default_cache_dir
@@ -84,7 +84,9 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
         report = options.report or report_path(optuna_study.study_name)
-        print(f"study {optuna_study.study_name}: {to_run} trials to run (--trials {run.trials}, seed repeats aside)", file=out)
+        ahead = most_repeats(study, run.repeat_seeds)
+        then = f", then up to {ahead} seed repeats" if ahead else ""
+        print(f"study {optuna_study.study_name}: {to_run} search trials to run (--trials {run.trials}){then}", file=out)
         definition, left_out = without_contradicted_points(study, run.fix)
         for sentence in left_out:
             print(f"note: {sentence}", file=out)
@@ -95,8 +97,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         if run.resources.memory is not None:
             attributes["memory_budget_bytes"] = run.resources.memory
 
-        def tune_trials(budget: int) -> None:
-            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune."""
+        def tune_trials(budget: int, then: int = 0) -> None:
+            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune (``then``: trials expected after)."""
             ledger = Ledger(
                 optuna_study,
                 storage=storage,
@@ -111,6 +113,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 ask_lock=lock.held,
                 memory_bytes=run.resources.memory,
                 exclusive=exclusive,
+                then=then,
             )
             started_at = time.monotonic()
             run_on_tune(ledger, optuna_study.study_name, run.resources)
@@ -123,7 +126,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         started = start_ray(options.address) if to_run or run.repeat_seeds else False
         try:
             if to_run:
-                tune_trials(run.trials)
+                tune_trials(run.trials, then=ahead)
             with lock.held():  # drivers sharing the store queue each repeat once
                 repeats = plan_repeats(optuna_study, run.repeat_seeds) if run.repeat_seeds else 0
             if repeats:

@@ -3,6 +3,8 @@ and ``compare`` across stores, on real SQLite stores (the smoke study's, and mad
 
 from __future__ import annotations
 
+import html
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -17,6 +19,7 @@ from reports.__main__ import main
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from storage import open_storage
+from studies.engine.options import RunOptions
 from tests.conftest import SMOKE_STUDY
 
 
@@ -146,3 +149,19 @@ def test_compare_across_two_stores_shows_each_study_s_verdict_and_tables(smoke_r
     with pytest.raises(SystemExit) as exited:
         main(["compare", "lra_sharing", "--storage", laptop])  # one study is no comparison
     assert exited.value.code == 2 and "compare found only" in capsys.readouterr().err
+
+
+def test_the_report_shows_the_command_that_made_it_with_any_password_masked(smoke_run: dict, tmp_path: Path) -> None:
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=smoke_run["url"])
+    command = study.user_attrs["command"]
+    assert command.startswith("python -m studies.run lra_sharing --preset smoke --trials ")  # the latest run's
+    assert "--preset quick" not in study.user_attrs["question"]
+    assert main([SMOKE_STUDY, "--storage", smoke_run["url"], "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert html.escape(json.dumps(command)[1:-1]) in page or html.escape(command) in page
+    assert "--preset quick" not in page
+    url = "postgresql+psycopg://optuna:s3cret@db.example:5432/optuna"
+    assert "s3cret" not in RunOptions(storage=url).command_line("lra_sharing")
+    assert RunOptions(storage="env:DAMCHA_STORAGE_URL", fix={"num_heads": 4}, compile=False).command_line("x") == (
+        "python -m studies.run x --storage env:DAMCHA_STORAGE_URL --fix num_heads=4 --no-compile"
+    )

@@ -1,0 +1,37 @@
+"""What a running study prints: a line per finished trial (family, knobs, value, state, time), and one
+progress line whose ETA covers the seed repeats expected after the search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from studies.catalogue import LRA_SHARING
+from studies.engine.progress import finished_line, progress_line
+from studies.engine.repeats import most_repeats
+from tests.studies.test_ledger import make_ledger, report
+
+
+def test_each_finished_trial_gets_a_line_naming_its_family_knobs_value_state_and_time(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [], 3)
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    ledger.finish(numbers[0], report(60, final=True), None)
+    ledger.finish(numbers[1], report(20), None)  # stopped at step 20 of 60: pruned
+    ledger.finish(numbers[2], report(20), "ValueError: boom")
+    complete, stopped, failed = (finished_line(trial, ledger) for trial in ledger.endings)
+    trial = ledger.study.trials[numbers[0]]
+    knobs = " ".join(f"{k}={v}" for k, v in trial.params.items() if k not in ("attention", "metric_mode"))
+    assert complete == f"trial {numbers[0]} · {trial.user_attrs['family']} · {knobs} · acc 0.600 · complete · 00:01"
+    assert "stopped early at step 20" in stopped and "acc 0.200" in stopped
+    assert failed.endswith("· fail · 00:01")
+
+
+def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> None:
+    ahead = most_repeats(LRA_SHARING, 2)
+    assert ahead == 2 * (len(LRA_SHARING.families) - 1 + len(LRA_SHARING.points)) * 2
+    ledger = make_ledger(tmp_path, [], 4)
+    ledger.then = ahead
+    first = ledger.ask("ray-0")["number"]
+    ledger.finish(first, report(60, final=True), None)  # one trial of 1.5 s done: 3 + the repeats left
+    line = progress_line(ledger, 10.0, concurrency=1)
+    assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running")
+    assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead)):02d}")
