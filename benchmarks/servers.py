@@ -21,21 +21,31 @@ def postgres_binaries() -> Path | None:
 
 
 @contextlib.contextmanager
-def throwaway_postgres(bin_dir: Path) -> Iterator[str]:
+def throwaway_postgres(bin_dir: Path, password: str | None = None) -> Iterator[str]:
     """Start a server in a fresh directory; yield its URL; stop it with ``pg_ctl stop`` and delete the directory.
 
-    The server runs as user ``postgres`` with trust authentication on 127.0.0.1 only.
+    The server runs as user ``postgres`` on 127.0.0.1 only, with trust authentication, or (``password``)
+    SCRAM authentication that asks user ``postgres`` for that password: the URL yielded holds none.
     """
     data = Path(tempfile.mkdtemp(prefix="damcha-pg-", dir="/tmp"))
     shutil.chown(data, "postgres", "postgres")
+    auth = ["--auth=trust"]
+    if password is not None:
+        secret = data / "password"
+        secret.write_text(password + "\n")
+        shutil.chown(secret, "postgres", "postgres")
+        auth = ["--auth=scram-sha-256", f"--pwfile={secret}"]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
 
     def as_postgres(*command: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60)
+        given = {"PGPASSWORD": password} if password is not None else {}
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60, env=os.environ | given
+        )
 
-    as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust")
+    as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", *auth)
     # The server's output goes to a log file: a server holding our pipes would keep run() waiting.
     as_postgres(
         str(bin_dir / "pg_ctl"),

@@ -110,7 +110,15 @@ def free_ports(count: int) -> list[int]:
         return [probe.getsockname()[1] for probe in sockets]
 
 
-def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int = 2, jobs: bool = False) -> dict[str, str]:
+def start_ray_node(
+    folder: str,
+    log: Path,
+    *,
+    head: str | None = None,
+    cpus: int = 2,
+    jobs: bool = False,
+    environment: dict[str, str] | None = None,
+) -> dict[str, str]:
     """A Ray node started by ``ray start`` in a temporary folder of its own (``RAY_TMPDIR``: its session,
     sockets and logs, and a head's address file), on free ports, so that its processes are the ones naming
     ``folder`` (``stop_ray_node``): never found through ``/tmp/ray``, never stopped by ``ray stop``.
@@ -121,6 +129,7 @@ def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int
         head: The head's address for a worker node; None starts a head.
         cpus: The node's CPUs.
         jobs: Give the caller a head's job server URL (the dashboard, on a free port, runs on every head).
+        environment: Variables the node's processes get besides the caller's (its jobs' drivers inherit them).
 
     Returns:
         ``address`` (the head's ``HOST:PORT``), ``jobs`` (its job server's URL, for a head with jobs) and
@@ -155,7 +164,7 @@ def start_ray_node(folder: str, log: Path, *, head: str | None = None, cpus: int
             stderr=subprocess.STDOUT,
             timeout=120,
             check=True,
-            env=os.environ | {"RAY_TMPDIR": folder} | ({} if head is None else {"RAY_AUTH_MODE": "token"}),
+            env=os.environ | (environment or {}) | {"RAY_TMPDIR": folder} | ({} if head is None else {"RAY_AUTH_MODE": "token"}),
         )
     found = re.search(r"--address='([^']+)'", log.read_text()) if head is None else None
     return {

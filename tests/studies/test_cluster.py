@@ -87,3 +87,60 @@ def test_smoke_study_as_a_ray_job(ray_head: dict, tmp_path: Path) -> None:
     assert "succeeded" in result.stdout + result.stderr
     trials = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
     assert len(trials) == 6 and (tmp_path / "report.html").is_file()
+
+
+PG_PASSWORD = "Cl4ster-7e2b"
+
+
+def test_the_cluster_recipe_runs_a_job_whose_password_is_in_postgresql_s_password_file_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cluster.md as typed: the password in ``~/.pgpass`` on the head node, a URL that names none, the
+    study submitted as a Ray job, against a real PostgreSQL server that asks for the password."""
+    import shutil
+    import tempfile
+
+    from benchmarks.servers import postgres_binaries, throwaway_postgres
+    from tests.processes import start_ray_node, stop_ray_node
+
+    bin_dir = postgres_binaries()
+    if bin_dir is None:
+        if os.environ.get("DAMCHA_REQUIRE_SERVERS"):
+            pytest.fail("PostgreSQL is not installed (or not root); .ci/run installs Debian's postgresql")
+        pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
+    home = tmp_path / "home"  # the head node's user: ~/.pgpass, and Ray's token in ~/.ray
+    home.mkdir()
+    with throwaway_postgres(bin_dir, password=PG_PASSWORD) as url:
+        host, port = url.split("@", 1)[1].split("/", 1)[0].split(":")
+        pgpass = home / ".pgpass"
+        pgpass.write_text(f"{host}:{port}:optuna:postgres:{PG_PASSWORD}\n")
+        pgpass.chmod(0o600)
+        with pytest.raises(Exception, match="password"):  # the server asks: without the file, no connection
+            optuna.storages.RDBStorage(url)
+        folder = tempfile.mkdtemp(prefix="ray-pg-", dir="/tmp")
+        try:
+            head = start_ray_node(folder, tmp_path / "start.log", jobs=True, environment={"HOME": str(home)})
+            typed = [
+                "job", "submit", "--address", head["jobs"], "--working-dir", str(ROOT), "--",
+                sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--repeat-seeds", "0",
+                "--storage", url, "--data-cache", str(tmp_path / "data"), "--report", str(tmp_path / "report.html"),
+            ]  # fmt: skip
+            ray = str(Path(sys.executable).with_name("ray"))
+            submitter = os.environ | {"RAY_AUTH_MODE": "token", "HOME": str(home)}
+            for _ in range(6):  # a fresh head's job agent may still be registering
+                result = subprocess.run([ray, *typed], capture_output=True, text=True, timeout=300, env=submitter)
+                if "No available agent" not in result.stderr:
+                    break
+                time.sleep(5)
+            listed = subprocess.run(
+                [ray, "job", "list", "--address", head["jobs"]], capture_output=True, text=True, timeout=60, env=submitter
+            )
+        finally:
+            stop_ray_node(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        assert PG_PASSWORD not in " ".join(typed) and listed.returncode == 0 and PG_PASSWORD not in listed.stdout
+        assert "entrypoint" in listed.stdout  # the job's metadata was read: it holds no password
+        monkeypatch.setenv("PGPASSFILE", str(pgpass))  # this process reads the store as a machine with the file would
+        trials = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
+        assert len(trials) == 6 and (tmp_path / "report.html").is_file()
