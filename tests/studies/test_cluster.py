@@ -95,8 +95,9 @@ PG_PASSWORD = "Cl4ster-7e2b"
 def test_the_cluster_recipe_runs_a_job_whose_password_is_in_postgresql_s_password_file_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docs/cluster.md as typed: the password in ``~/.pgpass`` on the head node, a URL that names none, the
-    study submitted as a Ray job, against a real PostgreSQL server that asks for the password."""
+    """docs/cluster.md as typed: the password in PostgreSQL's password file on the head node (the file
+    ``PGPASSFILE`` names when the head starts: ``~/.pgpass`` is the user's own, which a test leaves alone),
+    a URL that names none, the study submitted as a Ray job, against a real server that asks for the password."""
     import shutil
     import tempfile
 
@@ -108,25 +109,23 @@ def test_the_cluster_recipe_runs_a_job_whose_password_is_in_postgresql_s_passwor
         if os.environ.get("DAMCHA_REQUIRE_SERVERS"):
             pytest.fail("PostgreSQL is not installed (or not root); .ci/run installs Debian's postgresql")
         pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
-    home = tmp_path / "home"  # the head node's user: ~/.pgpass, and Ray's token in ~/.ray
-    home.mkdir()
     with throwaway_postgres(bin_dir, password=PG_PASSWORD) as url:
         host, port = url.split("@", 1)[1].split("/", 1)[0].split(":")
-        pgpass = home / ".pgpass"
+        pgpass = tmp_path / "pgpass"
         pgpass.write_text(f"{host}:{port}:optuna:postgres:{PG_PASSWORD}\n")
         pgpass.chmod(0o600)
         with pytest.raises(Exception, match="password"):  # the server asks: without the file, no connection
             optuna.storages.RDBStorage(url)
         folder = tempfile.mkdtemp(prefix="ray-pg-", dir="/tmp")
         try:
-            head = start_ray_node(folder, tmp_path / "start.log", jobs=True, environment={"HOME": str(home)})
+            head = start_ray_node(folder, tmp_path / "start.log", jobs=True, environment={"PGPASSFILE": str(pgpass)})
             typed = [
                 "job", "submit", "--address", head["jobs"], "--working-dir", str(ROOT), "--",
                 sys.executable, "-m", "studies.run", "lra_sharing", "--preset", "smoke", "--repeat-seeds", "0",
                 "--storage", url, "--data-cache", str(tmp_path / "data"), "--report", str(tmp_path / "report.html"),
             ]  # fmt: skip
             ray = str(Path(sys.executable).with_name("ray"))
-            submitter = os.environ | {"RAY_AUTH_MODE": "token", "HOME": str(home)}
+            submitter = {k: v for k, v in os.environ.items() if k != "PGPASSFILE"} | {"RAY_AUTH_MODE": "token"}
             for _ in range(6):  # a fresh head's job agent may still be registering
                 result = subprocess.run([ray, *typed], capture_output=True, text=True, timeout=300, env=submitter)
                 if "No available agent" not in result.stderr:
