@@ -27,11 +27,8 @@ from typing import TextIO
 import optuna
 
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
-from reports.html import compare_html, report_html
-from reports.images import write_images
 from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, resolve_study_name
-from reports.tables import fronts_frame, markdown, verdict_frame
 from storage import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,
@@ -162,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             check_writable_file(path, option, keep=[path for url in urls for path in store_files(url)])
     except (StorageURLError, LookupError, OutputPathError) as error:
         parser.error(str(error))
+    from reports.html import compare_html, report_html  # plotly: seconds of import that `list` never needs
+    from reports.images import write_images
+
     try:
         if command == "compare":
             page, figures = compare_html([(one.study, one.url) for one in found], plotlyjs=args.plotlyjs)
@@ -188,6 +188,8 @@ def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
 
 def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
     """``--csv`` and ``--markdown``: the report's tables as data (``reports.tables``); what was written is ``said``."""
+    from reports.tables import fronts_frame, markdown, verdict_frame
+
     if args.csv:
         for table, frame in (("fronts", fronts_frame(results)), ("verdict", verdict_frame(results))):
             print(f"{table} table: {write_atomically(args.csv / f'{name}-{table}.csv', frame.to_csv(index=False))}", file=said)

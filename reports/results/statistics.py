@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 # Values closer than this are the same (accuracies: the same count of correct examples, up to float rounding of k/n).
 SAME_VALUE = 1e-9
@@ -26,6 +25,8 @@ def t_quantile(degrees_of_freedom: float) -> float:
     """Student's t quantile of a two-sided 95% interval; NaN below one degree of freedom."""
     if degrees_of_freedom < 1:
         return float("nan")
+    from scipy import stats  # here: a second of import that listing a store never needs
+
     return float(stats.t.ppf(0.5 + LEVEL / 2, degrees_of_freedom))
 
 
@@ -61,6 +62,8 @@ class Test:
 def paired_test(a: np.ndarray, b: np.ndarray) -> Test:
     """Student's paired t-test of ``a - b`` (values of the same seeds, in the same order)."""
     differences = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    from scipy import stats
+
     p_value = float(stats.ttest_rel(a, b).pvalue) if len(a) >= 2 and _varies(differences) else float("nan")
     return Test("paired t-test", float(differences.mean()), mean_interval(differences), p_value, (len(a), len(b)))
 
@@ -74,6 +77,8 @@ def welch_test(a: np.ndarray, b: np.ndarray) -> Test:
     va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
     degrees = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))  # Welch-Satterthwaite
     half = t_quantile(degrees) * math.sqrt(va + vb)
+    from scipy import stats
+
     p_value = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     return Test("Welch t-test", difference, (difference - half, difference + half), p_value, (len(a), len(b)))
 
