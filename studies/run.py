@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--plan",
         action="store_true",
         help="print what the run would do and cost (its trials, data, a step of each family's largest and smallest "
-        "configuration measured here, the wall time, device-hours for GPU presets) and exit; writes nothing",
+        "configuration measured here, the wall time, device-hours for GPU presets) and exit, writing nothing "
+        "(default: run the study)",
     )
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
     parser.add_argument(
