@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from reports.results.configurations import headline_figure
 from reports.results.frame import knob_columns, search_runs
 from reports.results.fronts import family_order, pareto_mask
 from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS
@@ -83,13 +84,18 @@ def families(frame: pd.DataFrame, study_families: list[str] | None = None) -> di
     return {family: colors[family] for family in present}
 
 
-def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
-    """The study's first objective against one cost: each family's trials and its front (the baseline's dashed, crosses)."""
+def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame | None = None) -> go.Figure:
+    """The study's first objective against one cost: each family's search runs and its front (the baseline's dashed,
+    crosses), and each configuration with fresh seeds (``configs``: ``configurations``) as one diamond at its
+    headline figure with its 95% interval as an error bar, beside the search run that chose it."""
     figure = go.Figure()
     knobs, measured = knob_columns(frame), quality(frame)
     shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[measured.column].notna()].copy()
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
     low, high = contested_range(shown, measured.column)
+    if configs is not None and not configs.empty and pd.notna(low):  # the diamonds' headline figures are in the contest too
+        means = configs.loc[configs["seeds"] > 0, "mean"].dropna()
+        low, high = min([low, *means]), max([high, *means])
     outside = (shown[measured.column] < low) | (shown[measured.column] > high)  # stopped outliers: drawn at the edge
     shown["drawn"] = shown[measured.column].clip(low, high)
     for family, color in families(shown).items():
@@ -124,6 +130,33 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str) -> go.Figure:
         line = {"color": color, "width": 2 if baseline else 3, "shape": "hv"} | ({"dash": "dash"} if baseline else {})
         name = plain(f"{family} front" + (" (reference)" if baseline else ""))
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=plain(family), line=line, hoverinfo="skip"))
+        if configs is not None and not configs.empty:
+            repeated = configs[(configs["family"] == family) & (configs["seeds"] > 0)]
+            if x == SECONDS_PER_1K and not repeated.empty:
+                repeated = with_time_column(repeated)
+            if not repeated.empty:
+                figure.add_trace(
+                    go.Scatter(
+                        x=repeated[x],
+                        y=repeated["mean"],
+                        mode="markers",
+                        name=plain(f"{family}, fresh seeds ({measured.test_label}, 95% CI)"),
+                        legendgroup=plain(family),
+                        marker={"symbol": "diamond", "color": color, "size": 10, "line": {"color": "#222", "width": 1}},
+                        error_y={
+                            "type": "data",
+                            "symmetric": False,
+                            "array": (repeated["ci_high"] - repeated["mean"]).fillna(0).tolist(),
+                            "arrayminus": (repeated["mean"] - repeated["ci_low"]).fillna(0).tolist(),
+                            "color": color,
+                        },
+                        hovertext=[
+                            plain(f"{family}: search run {row['number']}, {headline_figure(row, measured)}")
+                            for _, row in repeated.iterrows()
+                        ],
+                        hoverinfo="text",
+                    )
+                )
     figure.update_layout(title=plain(title), xaxis_title=AXES[x], yaxis_title=plain(measured.label), xaxis_type="log", **LAYOUT)
     if pd.notna(low):
         figure.update_yaxes(range=[low, high])

@@ -101,9 +101,9 @@ def report_html(
     on_front = front_numbers(frame)
     name = study.study_name
     figures = {
-        "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example"),
-        "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters"),
-        "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time"),
+        "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example", configs),
+        "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters", configs),
+        "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time", configs),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
         "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label, colors=families(frame)),
     }
@@ -123,8 +123,10 @@ def report_html(
 <p class="headline">{html.escape(answer.sentence)}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>
-<p>The search runs (seed repeats are in the table below): one colour and one front per family; crosses: the
-baseline family (dashed front); open markers: stopped early. Hover a point for every knob and cost.</p>
+<p>The search runs: one colour and one front per family; crosses: the baseline family (dashed front); open
+markers: stopped early (a triangle at the bottom edge: far below the contest). Diamonds: each configuration with
+fresh seeds, at its headline figure (the fresh seeds' mean on the test split) with its 95% interval, beside the
+search run that chose it. Hover a point for every knob and cost.</p>
 {divs["pareto-figure"]}{divs["pareto-parameters"]}{divs["pareto-time"]}
 <h2>Knob effects</h2>{divs["knob-effects"]}
 <h2>Learning curves</h2>{divs["learning-curves"]}
