@@ -10,10 +10,10 @@ study: $(INSTALLED)  ## the main job: lra_sharing's quick preset on local Ray, S
 	$(VENV)/bin/python -m studies.run lra_sharing
 
 test: lint  ## lint, then the test suite (the drills aside)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=20
 
 drills: $(INSTALLED)  ## the fault and cluster drills: real drivers, workers and Ray nodes killed or stopped
-	$(VENV)/bin/python -m pytest -q -m drill
+	$(VENV)/bin/python -m pytest -q -m drill --durations=10
 
 lint: $(INSTALLED)  ## ruff's lint and format checks
 	$(VENV)/bin/ruff check .
