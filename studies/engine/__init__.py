@@ -12,7 +12,8 @@ scheduler    early stopping (ASHA), never for a seed repeat
 tune_bridge  the Ray Tune run: searcher, callbacks and the Tuner
 trainable    what a worker runs for one trial
 failures     a trial's exception, classified by type: retry, infeasible or fail
-progress     the progress line
+progress     a line per finished trial, and the live progress line with the run's ETA
+plan         ``--plan``: what a run would do and cost, writing nothing
 version      the code version every trial records
 runner       ``run_study``: the above in order, then the run's results read once
 suite        ``run_suite``: a suite's studies in turn, then its report
