@@ -69,6 +69,7 @@ class FinishedTrial:
         step: The step of that report (where a stopped trial stopped).
         seconds: Its wall time, as the trial measured it.
         repeat_of: The trial whose configuration it repeats on a fresh seed (None: a search trial).
+        point: The named point it trains (its own values are not among ``knobs``), or None.
     """
 
     number: int
@@ -79,3 +80,4 @@ class FinishedTrial:
     step: int | None
     seconds: float | None
     repeat_of: int | None
+    point: str | None = None

@@ -483,6 +483,7 @@ class Ledger:
                 int(last["step"]) if "step" in last else None,
                 float(last["wall_seconds"]) if "wall_seconds" in last else None,
                 trial.user_attrs.get("repeat_of"),
+                trial.user_attrs.get(POINT_ATTRIBUTE),
             )
         )
         if self.grid or "repeat_of" in self.open[number].user_attrs:  # decides nothing: told at once

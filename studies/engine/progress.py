@@ -51,7 +51,8 @@ def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
         state = f"stopped early at step {trial.step}"
     repeat = f" (seed repeat of trial {trial.repeat_of})" if trial.repeat_of is not None else ""
     took = "" if trial.seconds is None else f" · {_clock(trial.seconds)}"
-    return f"trial {trial.number}{repeat} · {trial.family} · {knobs} · {measured.short} {value} · {state}{took}"
+    family = f"{trial.family} ({trial.point})" if trial.point else trial.family
+    return f"trial {trial.number}{repeat} · {family} · {knobs} · {measured.short} {value} · {state}{took}"
 
 
 class ProgressLine(Callback):

@@ -35,3 +35,14 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     line = progress_line(ledger, 10.0, concurrency=1)
     assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running")
     assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead)):02d}")
+
+
+def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
+    from studies.engine.queue import PlannedTrial
+
+    (point,) = LRA_SHARING.points
+    queued_point = PlannedTrial(params={"attention": "damcha", "metric_mode": "rowsum"}, family=point.family, point=point.label)
+    ledger = make_ledger(tmp_path, [queued_point], 0)
+    number = ledger.ask("ray-0")["number"]
+    ledger.finish(number, report(60, final=True), None)
+    assert finished_line(ledger.endings[0], ledger).startswith(f"trial {number} · {point.family} ({point.label}) · ")
