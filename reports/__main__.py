@@ -151,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         if command == "compare" and len(found) < 2:
             raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
         output = output or report_path(found[0].study.study_name)
-        check_writable_file(output, "-o", keep=[path for url in urls for path in store_files(url)])
+        kept = [path for url in urls for path in store_files(url)]  # no output may overwrite a store
+        check_writable_file(output, "-o", keep=kept)
         for directory, option in ((args.png, "--png"), (args.csv, "--csv")):
             if directory:
                 check_writable_dir(directory, option)
         for path, option in _table_paths(found[0].study.study_name, args):
-            check_writable_file(path, option, keep=[path for url in urls for path in store_files(url)])
+            check_writable_file(path, option, keep=kept)
     except (StorageURLError, LookupError, OutputPathError) as error:
         parser.error(str(error))
     from reports.html import compare_html, report_html  # plotly: seconds of import that `list` never needs

@@ -69,15 +69,15 @@ def hover_text(row: pd.Series, knobs: list[str], measured: Quality) -> str:
     return "<br>".join(plain(line) for line in lines)
 
 
-def families(frame: pd.DataFrame, study_families: list[str] | None = None) -> dict[str, str]:
+def families(frame: pd.DataFrame) -> dict[str, str]:
     """The frame's families, the baseline first, each with its colour: fixed by the study's family order
-    (``study_families``, else the frame's ``FAMILIES_ATTRIBUTE``), the baseline's red, so that a family has
-    one colour in every figure and page, whichever of its trials a figure shows."""
+    (the frame's ``FAMILIES_ATTRIBUTE``), the baseline's red, so that a family has one colour in every
+    figure and page, whichever of its trials a figure shows."""
     present = family_order(frame)
-    order = list(study_families or frame.attrs.get(FAMILIES_ATTRIBUTE) or present)
+    order = list(frame.attrs.get(FAMILIES_ATTRIBUTE) or present)
     order += [family for family in present if family not in order]
     baselines = set(frame.loc[frame["baseline"], "family"]) if "baseline" in frame else set()
-    if not baselines and order and (study_families or FAMILIES_ATTRIBUTE in frame.attrs):
+    if not baselines and order and FAMILIES_ATTRIBUTE in frame.attrs:
         baselines = {order[0]}  # the study's families list the baseline's first
     palette = itertools.cycle(FAMILY_PALETTE)
     colors = {family: COLORS["mha"] if family in baselines else next(palette) for family in order}

@@ -99,17 +99,18 @@ def report_html(
     effects = [name for name in compared_knobs(frame) if name in searched_knobs]
     searched = frame[search_runs(frame)] if not frame.empty else frame
     on_front = front_numbers(frame)
+    colors = families(frame)  # one colour per family in every figure
     name = study.study_name
     figures = {
         "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example", configs),
         "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters", configs),
         "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time", configs),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
-        "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label, colors=families(frame)),
+        "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label, colors=colors),
     }
     importance = importances(study)
     if importance:
-        figures["importances"] = importance_figure(importance, measured.label, families(frame))
+        figures["importances"] = importance_figure(importance, measured.label, colors)
     divs = dict(zip(figures, _figures_html(list(figures.items()), plotlyjs), strict=True))
     attributes = study.user_attrs
     settings = {

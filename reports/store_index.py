@@ -14,6 +14,7 @@ from collections import Counter
 import optuna
 
 from reports.results.frame import family_of, outcome
+from reports.results.names import INFEASIBLE
 from reports.results.verdict import VERDICT_ATTRIBUTE
 from storage import masked_url
 from trainers.naming import unknown_name_message
@@ -69,7 +70,7 @@ def _counts(counter: Counter, order: tuple[str, ...]) -> str:
     return ", ".join(f"{counter[key]} {key.lower()}" for key in keys)
 
 
-_STATES = ("COMPLETE", "PRUNED", "FAIL", "INFEASIBLE", "RUNNING", "WAITING")
+_STATES = ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING", "WAITING")  # outcomes, in the order listed
 
 
 def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
@@ -83,11 +84,11 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
     lines = [f"{masked_url(storage_url)}: {len(summaries)} {'study' if len(summaries) == 1 else 'studies'}"]
     for summary in summaries:
         trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False)
-        states = Counter(outcome(trial) for trial in trials)
-        lines.append(f"\n{summary.study_name}: {len(trials)} trials" + (f" ({_counts(states, _STATES)})" if trials else ""))
         families: dict[str, Counter] = {}
         for trial in trials:
             families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
+        states = sum(families.values(), Counter())
+        lines.append(f"\n{summary.study_name}: {len(trials)} trials" + (f" ({_counts(states, _STATES)})" if trials else ""))
         for family, counted in families.items():
             lines.append(f"  {family}: {sum(counted.values())} ({_counts(counted, _STATES)})")
         verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE)

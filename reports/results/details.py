@@ -47,7 +47,8 @@ def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
     for family, results in by_family.items():
         if len(results) < 3:
             continue
-        varying = sorted({name for t in results for name in t.params if len({str(r.params.get(name)) for r in results}) > 1})
+        names = {name for trial in results for name in trial.params}
+        varying = sorted(name for name in names if len({str(trial.params.get(name)) for trial in results}) > 1)
         if not varying:  # the family's knobs are its own (attention, metric_mode) or never varied
             continue
         only_results = optuna.create_study(directions=study.directions)  # in memory: the importances' input

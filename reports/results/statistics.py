@@ -21,13 +21,18 @@ def _varies(values: np.ndarray) -> bool:
     return len(values) > 0 and float(np.ptp(values)) > SAME_VALUE
 
 
+def _stats():  # noqa: ANN202 (the scipy.stats module)
+    """``scipy.stats``, imported on first use: a second of import that listing a store never needs."""
+    from scipy import stats
+
+    return stats
+
+
 def t_quantile(degrees_of_freedom: float) -> float:
     """Student's t quantile of a two-sided 95% interval; NaN below one degree of freedom."""
     if degrees_of_freedom < 1:
         return float("nan")
-    from scipy import stats  # here: a second of import that listing a store never needs
-
-    return float(stats.t.ppf(0.5 + LEVEL / 2, degrees_of_freedom))
+    return float(_stats().t.ppf(0.5 + LEVEL / 2, degrees_of_freedom))
 
 
 def mean_interval(values: np.ndarray) -> tuple[float, float]:
@@ -62,9 +67,7 @@ class Test:
 def paired_test(a: np.ndarray, b: np.ndarray) -> Test:
     """Student's paired t-test of ``a - b`` (values of the same seeds, in the same order)."""
     differences = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    from scipy import stats
-
-    p_value = float(stats.ttest_rel(a, b).pvalue) if len(a) >= 2 and _varies(differences) else float("nan")
+    p_value = float(_stats().ttest_rel(a, b).pvalue) if len(a) >= 2 and _varies(differences) else float("nan")
     return Test("paired t-test", float(differences.mean()), mean_interval(differences), p_value, (len(a), len(b)))
 
 
@@ -77,9 +80,7 @@ def welch_test(a: np.ndarray, b: np.ndarray) -> Test:
     va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
     degrees = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))  # Welch-Satterthwaite
     half = t_quantile(degrees) * math.sqrt(va + vb)
-    from scipy import stats
-
-    p_value = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    p_value = float(_stats().ttest_ind(a, b, equal_var=False).pvalue)
     return Test("Welch t-test", difference, (difference - half, difference + half), p_value, (len(a), len(b)))
 
 

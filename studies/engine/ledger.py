@@ -161,7 +161,6 @@ class Ledger:
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
         self.given_up: set[int] = set()  # trials another driver ended while this one ran them (``_give_up``)
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
-        self.durations: list[float] = []
         self.endings: list[FinishedTrial] = []  # each trial this run saw end, in order
         self.then = then
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
@@ -470,23 +469,22 @@ class Ledger:
         self.open[number].set_user_attr(ENDING_ATTRIBUTE, ending.attribute())
         self.ended[number] = ending
         self.finished[ending.outcome] += 1
-        if "wall_seconds" in last:
-            self.durations.append(float(last["wall_seconds"]))
         trial, value = self.open[number], last.get(self.objective.metric)
+        attributes = trial.user_attrs  # one read of the store
         self.endings.append(
             FinishedTrial(
                 number,
-                str(trial.user_attrs.get("family", "")),
+                str(attributes.get("family", "")),
                 dict(trial.params),
                 ending,
                 None if value is None else float(value),
                 int(last["step"]) if "step" in last else None,
                 float(last["wall_seconds"]) if "wall_seconds" in last else None,
-                trial.user_attrs.get("repeat_of"),
-                trial.user_attrs.get(POINT_ATTRIBUTE),
+                attributes.get("repeat_of"),
+                attributes.get(POINT_ATTRIBUTE),
             )
         )
-        if self.grid or "repeat_of" in self.open[number].user_attrs:  # decides nothing: told at once
+        if self.grid or "repeat_of" in attributes:  # decides nothing: told at once
             self._tell(number)
         self._tell_all_if_finished()
 

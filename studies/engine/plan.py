@@ -24,7 +24,7 @@ from studies.engine.options import LOCAL_ADDRESS, CheckedRun, RunOptions, StudyO
 from studies.engine.queue import queued, trials_counted
 from studies.engine.repeats import most_repeats
 from trainers.config import ModelConfig
-from trainers.costs import model_flops
+from trainers.costs import Flops, model_flops
 from trainers.data.cache import default_cache_dir
 from trainers.measure import PEAK_FLOPS
 from trainers.step_cost import StepCost, measure_step
@@ -32,6 +32,25 @@ from trainers.train import TrainConfig
 
 REFERENCE_GPU = "NVIDIA H200"  # device-hours of a GPU preset are counted at this GPU's dense bf16 peak
 FORWARD_SHARE = 1 / 3  # an evaluation example costs about a third of a training one (no backward)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration a trial of the run could train, built once as the ledger would build it.
+
+    Attributes:
+        entry: Its family's configuration (``Study.exhaustive_grid``).
+        model: The model the trial would train.
+        train: Its training settings.
+        flops: Its analytic FLOPs at the longest input.
+        label: Its knobs in short (the family's own knobs, which its label names, left out).
+    """
+
+    entry: GridEntry
+    model: ModelConfig
+    train: TrainConfig
+    flops: Flops
+    label: str
 
 
 @dataclass(frozen=True)
@@ -51,17 +70,21 @@ class Measured:
     trial_seconds: float
 
 
-def _knobs_text(configuration: dict) -> str:
-    return " ".join(f"{name}={value}" for name, value in configuration.items() if name not in ("attention", "metric_mode"))
-
-
-def _configs(run: CheckedRun, entry: GridEntry) -> tuple[ModelConfig, TrainConfig]:
-    """The model and training a trial of ``entry`` would get (as the ledger builds them)."""
-    point_values = dict(entry.point.values) if entry.point else None
-    chosen = entry.params(run.space.searched) | dict(entry.family.values)
-    chosen |= unsearched_where_active(run.space, run.preset, run.fix_unsearched, chosen)
-    knobs = run.space.resolve(chosen, beyond_domains=point_values)
-    return ModelConfig(**model_config_of(run.preset, knobs)), run.preset.training(chosen | (point_values or {}))
+def _candidates(study: Study, run: CheckedRun) -> dict[str, list[Candidate]]:
+    """Each family's configurations (its named points' too), built as the ledger builds a trial's, by FLOPs."""
+    said = study.pinned_knobs()
+    per_family: dict[str, list[Candidate]] = {family.label: [] for family in study.families}
+    for entry in study.exhaustive_grid(run.space, 1):
+        point_values = dict(entry.point.values) if entry.point else None
+        chosen = entry.params(run.space.searched) | dict(entry.family.values)
+        chosen |= unsearched_where_active(run.space, run.preset, run.fix_unsearched, chosen)
+        model = ModelConfig(**model_config_of(run.preset, run.space.resolve(chosen, beyond_domains=point_values)))
+        label = " ".join(f"{name}={value}" for name, value in entry.configuration.items() if name not in said)
+        candidate = Candidate(
+            entry, model, run.preset.training(chosen | (point_values or {})), model_flops(model, model.max_length), label
+        )
+        per_family[entry.family.label].append(candidate)
+    return {label: sorted(found, key=lambda candidate: candidate.flops.forward) for label, found in per_family.items()}
 
 
 def _split_size(preset: Preset, split: str) -> int:
@@ -78,11 +101,10 @@ def _trial_seconds(preset: Preset, train: TrainConfig, step_seconds: float) -> f
     return step_seconds * (train.steps + FORWARD_SHARE * evaluated / train.batch_size)
 
 
-def _measure(run: CheckedRun, entry: GridEntry, steps: int) -> Measured:
-    model, train = _configs(run, entry)
-    cost = measure_step(model, train, steps=steps)
-    label = _knobs_text(dict(entry.configuration))
-    return Measured(label, model_flops(model, model.max_length).forward, cost, _trial_seconds(run.preset, train, cost.seconds))
+def _measure(run: CheckedRun, candidate: Candidate, steps: int) -> Measured:
+    cost = measure_step(candidate.model, candidate.train, steps=steps)
+    seconds = _trial_seconds(run.preset, candidate.train, cost.seconds)
+    return Measured(candidate.label, candidate.flops.forward, cost, seconds)
 
 
 def _duration(seconds: float) -> str:
@@ -162,8 +184,7 @@ def plan(study: Study, options: RunOptions) -> str:
     where = "read from the release files, then " if preset.task.reads_files else "built on first use, then "
     lines.append(f"data: {described}; {where}cached in {Path(cache)}")
 
-    grid = study.exhaustive_grid(run.space, 1)
-    per_family = {family.label: [entry for entry in grid if entry.family == family] for family in study.families}
+    per_family = _candidates(study, run)
     share = run.trials / len(study.families)
     if preset.exhaustive_seeds:
         lines.append(f"search: every configuration {preset.exhaustive_seeds} times, {run.trials} trials, none stopped early")
@@ -172,10 +193,10 @@ def plan(study: Study, options: RunOptions) -> str:
             f"search: {run.trials} trials ({to_run} to run), the families in turn ({share:g} each); a trial may stop early "
             f"after {preset.grace_steps} steps by ASHA's rule within its family"
         )
-    for label, entries in per_family.items():
-        points = sum(entry.point is not None for entry in entries)
+    for label, candidates in per_family.items():
+        points = sum(candidate.entry.point is not None for candidate in candidates)
         extra = f" (and {points} of a named point)" if points else ""
-        lines.append(f"  {label}: {len(entries) - points} configurations{extra}")
+        lines.append(f"  {label}: {len(candidates) - points} configurations{extra}")
     repeats = most_repeats(study, run.repeat_seeds)
     if run.repeat_seeds:
         lines.append(
@@ -193,14 +214,14 @@ def plan(study: Study, options: RunOptions) -> str:
     return "\n".join(lines)
 
 
-def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], stored: Stored, repeats: int) -> list[str]:
+def _cpu_lines(run: CheckedRun, per_family: dict[str, list[Candidate]], stored: Stored, repeats: int) -> list[str]:
     """Each family's largest and smallest configuration timed here, and the run's wall time: from the
     study's own trials when each family has one that trained to its end, else from those timings."""
     threads = torch.get_num_threads()
     lines = [f"measured here ({threads} thread{'s' * (threads > 1)}, random tokens at the longest input, fp32):"]
     means = []
-    for label, entries in per_family.items():
-        smallest, largest = (_measure(run, entry, steps=3) for entry in _extremes(run, entries))
+    for label, candidates in per_family.items():
+        smallest, largest = (_measure(run, candidate, steps=3) for candidate in (candidates[0], candidates[-1]))
         means.append((smallest.trial_seconds + largest.trial_seconds) / 2)
         for name, measured in (("largest", largest), ("smallest", smallest)):
             lines.append(
@@ -223,35 +244,21 @@ def _cpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], stored: 
     return lines
 
 
-def _extremes(run: CheckedRun, entries: list[GridEntry]) -> tuple[GridEntry, GridEntry]:
-    """The family's configurations with the fewest and the most forward FLOPs per example."""
-    ordered = sorted(entries, key=lambda entry: model_flops(*_model_and_length(run, entry)).forward)
-    return ordered[0], ordered[-1]
-
-
-def _model_and_length(run: CheckedRun, entry: GridEntry) -> tuple[ModelConfig, int]:
-    model, _ = _configs(run, entry)
-    return model, model.max_length
-
-
-def _gpu_lines(run: CheckedRun, per_family: dict[str, list[GridEntry]], trials: int) -> list[str]:
+def _gpu_lines(run: CheckedRun, per_family: dict[str, list[Candidate]], trials: int) -> list[str]:
     """Device-hours at the reference GPU's peak, and each family's largest configuration's peak memory."""
     preset = run.preset
     peak = PEAK_FLOPS[REFERENCE_GPU][0]  # bf16
-    step_flops = []
-    for entries in per_family.values():
-        for entry in entries:
-            model, train = _configs(run, entry)
-            step_flops.append(model_flops(model, model.max_length).training_step(train.batch_size) * train.steps)
-    hours = trials * sum(step_flops) / len(step_flops) / peak / 3600
+    trial_flops = [c.flops.training_step(c.train.batch_size) * c.train.steps for found in per_family.values() for c in found]
+    hours = trials * sum(trial_flops) / len(trial_flops) / peak / 3600
     lines = [
         f"device-hours: at least {hours:.1f} on {REFERENCE_GPU}s at their dense bf16 peak ({peak / 1e12:.0f} TFLOP/s, "
         f"{trials} trials at the longest input, a configuration's mean): real runs reach a fraction of the peak",
         f"peak memory of each family's largest configuration at batch {preset.train.batch_size}, length "
-        f"{preset.task.model_fields()['max_length']} (one step measured on this CPU in fp32, extrapolated from 1 and 2 "
-        "examples; a GPU's fused attention and bf16 need less):",
+        f"{preset.task.model_fields()['max_length']} (one step measured on this CPU in fp32; a GPU's fused attention "
+        "and bf16 need less):",
     ]
-    for label, entries in per_family.items():
-        largest = _measure(run, _extremes(run, entries)[1], steps=0)
-        lines.append(f"  {label} ({largest.label}): {_mib(largest.cost.peak_bytes)}, {largest.flops:.3g} FLOPs/example")
+    for label, candidates in per_family.items():
+        largest = _measure(run, candidates[-1], steps=0)
+        how = ", extrapolated from 1 and 2 examples" if largest.cost.extrapolated else ""
+        lines.append(f"  {label} ({largest.label}): {_mib(largest.cost.peak_bytes)}{how}, {largest.flops:.3g} FLOPs/example")
     return lines

@@ -14,8 +14,6 @@ from reports.results.quality import quality_named
 from studies.engine.endings import FinishedTrial
 from studies.engine.ledger import Ledger
 
-_SAID_BY_THE_FAMILY = ("attention", "metric_mode")  # knobs a family's label already names
-
 
 def _clock(seconds: float) -> str:
     minutes, seconds = divmod(int(seconds), 60)
@@ -29,8 +27,9 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     left = ledger.total - done + ledger.then  # the seed repeats after the search: one ETA for the whole run
-    if ledger.durations and left > 0:
-        mean = sum(ledger.durations) / len(ledger.durations)
+    durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
+    if durations and left > 0:
+        mean = sum(durations) / len(durations)
         eta = _clock(mean * math.ceil(left / max(concurrency, 1)))
     else:
         eta = "--:--" if left > 0 else "00:00"
@@ -44,7 +43,8 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
 def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
     """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · acc 0.581 · complete · 01:42``: a trial that ended."""
     measured = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize")
-    knobs = " ".join(f"{name}={value}" for name, value in trial.knobs.items() if name not in _SAID_BY_THE_FAMILY)
+    said = ledger.definition.pinned_knobs()  # the family's label names them
+    knobs = " ".join(f"{name}={value}" for name, value in trial.knobs.items() if name not in said)
     value = "-" if trial.value is None else f"{trial.value:.3f}"
     state = trial.ending.outcome.lower()
     if trial.ending.state.name == "PRUNED" and trial.step is not None:
