@@ -18,6 +18,9 @@ def choices(**values: tuple[Value, ...]) -> dict[str, Domain]:
     return {name: Choice(tuple(options)) for name, options in values.items()}
 
 
+STOPPING_RULES = ("median", "dominated")  # Preset.stopping_rule
+
+
 @dataclass(frozen=True)
 class Preset:
     """A study's budget.
@@ -35,6 +38,10 @@ class Preset:
             which a run counts itself: ``Study.exhaustive_grid``).
         cpus_per_trial, gpus_per_trial: Default resources of one trial.
         grace_steps: Steps a trial runs before early stopping may stop it.
+        stopping_rule: How early stopping judges a searched trial at a rung, among its family's
+            trials there (``studies.engine.ledger.Ledger.stops``): ``median``, ASHA's rule on the
+            first objective (worse than the median stops); ``dominated``, on the first objective and
+            FLOPs together (dominated by at least half of them stops: the cheapest never does).
         repeat_seeds: Fresh seeds each family's best configurations get after the search
             (``--repeat-seeds``): the verdict's interval is over them.
         parallel_trials: Trials that run at once (fewer where the machine fits fewer). The
@@ -57,6 +64,7 @@ class Preset:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     grace_steps: int = 1
+    stopping_rule: str = "median"
     repeat_seeds: int = 3
     parallel_trials: int = 2
     exhaustive_seeds: int = 0
@@ -65,6 +73,8 @@ class Preset:
         """Training settings live in ``train`` alone (one source per setting)."""
         if misplaced := sorted(set(self.fixed) & set(TRAINING_KNOBS)):
             raise ValueError(f"preset {self.name!r} sets training knobs {misplaced} in fixed; set them in its train config")
+        if self.stopping_rule not in STOPPING_RULES:
+            raise ValueError(f"preset {self.name!r}: stopping rule {self.stopping_rule!r} is not one of {STOPPING_RULES}")
 
     @property
     def decision_lag(self) -> int:

@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.frame import configuration_key
 from reports.results.names import (
+    FLOPS,
     INFEASIBLE,
     INFEASIBLE_ATTRIBUTE,
     POINT_ATTRIBUTE,
@@ -56,6 +57,7 @@ from studies.engine.queue import (
 )
 from studies.engine.sampler import tell_infeasible
 from trainers.config import ModelConfig
+from trainers.costs import model_flops
 from trainers.train import TrainConfig, compile_cache_dir
 
 COST_ATTRIBUTES = (
@@ -156,6 +158,7 @@ class Ledger:
         self.ended: dict[int, Ending] = {}  # open trials that ended, waiting to fall into a view
         self.view_ends: dict[int, int] = {}  # trial number -> its view: the trials numbered below this
         self.judged: dict[int, set[int]] = {}  # trial number -> the rungs early stopping judged it at
+        self.flops: dict[int, float] = {}  # trial number -> its forward FLOPs per example (as its worker reports them)
         self.lag = preset.decision_lag
         self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
@@ -284,8 +287,11 @@ class Ledger:
         """Early stopping, ASHA's rule within the trial's family, on its view of the store.
 
         At each rung (``Preset.grace_steps`` times 2, 4, ... below the last step), a searched trial
-        whose value is worse than the median of its family's values at that rung, among the
-        trials of its view (``view_ends``), stops. Seed repeats and named points never stop.
+        is judged among its family's trials of its view (``view_ends``) that reached the rung: by
+        the ``median`` rule, one whose value is worse than their median stops; by the ``dominated``
+        rule (``Preset.stopping_rule``), one that at least half of them dominate (a value as good
+        or better at FLOPs as low or lower, one of the two strictly) stops. Seed repeats and named
+        points never stop.
 
         Args:
             number: The trial's number.
@@ -307,12 +313,18 @@ class Ledger:
         rung = rungs[0]
         judged.add(rung)
         sign = 1.0 if self.objective.direction == "maximize" else -1.0
-        values = [
-            sign * found
+        others = [
+            (sign * found, other.user_attrs.get(FLOPS))
             for other in self._family_view(trial.user_attrs.get("family"), self.view_ends[number])
             if (found := _value_at(other, rung)) is not None
         ]
-        return bool(values) and sign * value < float(np.percentile(values, (1 - 1 / REDUCTION_FACTOR) * 100))
+        if not others:
+            return False
+        if self.preset.stopping_rule == "dominated":
+            mine = (sign * value, self.flops.get(number))
+            dominating = sum(_dominates(other, mine) for other in others)
+            return dominating * REDUCTION_FACTOR >= len(others)
+        return sign * value < float(np.percentile([found for found, _ in others], (1 - 1 / REDUCTION_FACTOR) * 100))
 
     def _rungs(self) -> list[int]:
         """The steps at which early stopping judges a trial: the grace period, then twice as long, ... below the last step."""
@@ -369,6 +381,8 @@ class Ledger:
         """
         train = asdict(training) | {"seed": self.seed * 100_000 + _seed_offset(trial)}
         model = model_config_of(self.preset, knobs)
+        config = ModelConfig(**model)
+        self.flops[trial.number] = float(model_flops(config, config.max_length).forward)  # ``stops``, by dominance
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,
@@ -565,6 +579,16 @@ def _seed_offset(trial: optuna.Trial) -> int:
     if (index := trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)) is not None:
         return TABLE_SEEDS_FROM + index
     return trial.number
+
+
+def _dominates(one: tuple[float, float | None], other: tuple[float, float | None]) -> bool:
+    """Whether ``one`` dominates ``other``, each ``(value, FLOPs)`` with higher values better: as good in
+    both, better in one. Unknown FLOPs compare as equal."""
+    value, flops = one
+    other_value, other_flops = other
+    if flops is None or other_flops is None:
+        flops = other_flops = 0.0
+    return value >= other_value and flops <= other_flops and (value > other_value or flops < other_flops)
 
 
 def _value_at(trial: FrozenTrial, rung: int) -> float | None:

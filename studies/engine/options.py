@@ -55,6 +55,7 @@ class RunOptions:
     repeat_seeds: int | None = None  # None: the preset's
     precision: str | None = None
     compile: bool | None = None
+    command: str | None = None  # the command that made the run where it is not the study's own (a suite's)
 
     def command_line(self, name: str) -> str:
         """The ``python -m studies.run NAME`` command these options are, as a user would type it

@@ -64,7 +64,7 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
     # The doc's example command is the catalogue's; the report shows the run's own (``command``).
     question = "\n".join(line for line in study.doc.strip().splitlines() if not line.strip().startswith("python -m "))
     optuna_study.set_user_attr("question", question.strip())
-    optuna_study.set_user_attr("command", options.command_line(study.name))
+    optuna_study.set_user_attr("command", options.command or options.command_line(study.name))
     optuna_study.set_user_attr("preset", f"{preset.name}: {preset.description}")
     optuna_study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, preset.name == study.default_preset)  # short names read it
     optuna_study.set_user_attr("task", preset.task.describe())

@@ -54,8 +54,10 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
         if run.preset.task.reads_files:
             run.preset.task.load(cache_dir)
     started = start_ray(options.address)
+    # each task's study records the suite's command, the one that made it (a task's name is not a command)
+    task_options = replace(options, report=None, command=options.command_line(suite.name))
     try:
-        outcomes = [run_study(study, replace(options, report=None), out) for study in suite.studies.values()]
+        outcomes = [run_study(study, task_options, out) for study in suite.studies.values()]
     finally:
         if started:
             ray.shutdown()

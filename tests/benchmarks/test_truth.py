@@ -147,3 +147,23 @@ def test_hypervolume_and_its_curve() -> None:
     curve = [(1.0, 0.5), (2.0, 0.96)]
     assert hours_to(curve, 0.95) == 2.0 and math.isinf(hours_to(curve, 0.99))
     assert area_under(curve, 4.0) == pytest.approx((1 * 0 + 1 * 0.5 + 2 * 0.96) / 4)
+
+
+def _configurations_tried(frame: pd.DataFrame, family: str, knobs: list[str]) -> list[tuple]:
+    search = frame[frame["repeat_of"].isna() & (frame["family"] == family) & frame["point"].isna()]
+    return [configuration_of(family, row, knobs) for row in search.to_dict("records")]
+
+
+def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(committed: Table) -> None:
+    definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
+    preset = replay_preset(preset, committed)
+    random = lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed)  # noqa: E731
+    untried, plain = Strategy("untried", random, untried=True), Strategy("plain", random)
+    repeated_without = 0
+    for seed in range(4):
+        for family, sizes in (("MHA", 2), ("DAMCHA (cross)", 4)):
+            tried = _configurations_tried(replay(definition, preset, committed, untried, seed).frame, family, committed.knobs)
+            assert len(set(tried[:sizes])) == sizes, (seed, family, tried)  # no configuration twice while one is left
+        tried = _configurations_tried(replay(definition, preset, committed, plain, seed).frame, "DAMCHA (cross)", committed.knobs)
+        repeated_without += len(set(tried)) < len(tried)
+    assert repeated_without  # the test could fail: plain random search repeats configurations here

@@ -286,6 +286,28 @@ def test_early_stopping_judges_a_trial_against_its_family_in_a_view_fixed_at_its
     assert config["repeat"] is True and not repeats.stops(config["number"], grace, 0.0)
 
 
+@pytest.mark.parametrize(
+    ("rule", "flops", "stops"),
+    [("median", 500.0, True), ("dominated", 500.0, False), ("dominated", 1000.0, True), ("dominated", 2000.0, True)],
+    ids=["median-cheaper", "dominated-cheaper", "dominated-as-costly", "dominated-costlier"],
+)
+def test_the_dominated_rule_keeps_a_worse_but_cheaper_trial_that_the_median_rule_stops(
+    tmp_path: Path, rule: str, flops: float, stops: bool
+) -> None:
+    """A trial worse than its family's trial in view (0.9 at 1000 FLOPs): the median rule stops it at any cost;
+    the dominated rule only when it is no cheaper."""
+    ledger = make_ledger(tmp_path, [], 9, preset=replace(PRESET, stopping_rule=rule))
+    grace = PRESET.grace_steps
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(PRESET.decision_lag + 1)]
+    for number, value in zip(numbers[:3], (0.9, 0.5, 0.8), strict=True):  # MHA, the authors' configuration, DAMCHA (cross)
+        ledger.record_report(number, {"step": grace, "val_accuracy": value})
+        ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
+    mha_later = [ledger.ask(f"ray-{i}")["number"] for i in range(3)][-1]  # its view holds trial 0
+    assert ledger.flops[mha_later] > 0  # its analytic FLOPs, known from its ask
+    ledger.flops[mha_later] = flops
+    assert ledger.stops(mha_later, grace, 0.1) is stops
+
+
 @pytest.mark.parametrize("where", ["suggest", "set_user_attr"])
 def test_a_ctrl_c_while_asking_fails_the_asked_trial_instead_of_leaving_it_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str

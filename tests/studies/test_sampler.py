@@ -16,6 +16,7 @@ from benchmarks.infeasible import DIVERGING_SHARE, diverging_share
 from reports.results.frame import outcome, trials_frame
 from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage import open_storage
+from studies.engine.family_sampler import FamilySampler
 from studies.engine.sampler import TRAINABLE, sampler_for
 
 TRIALS = 80
@@ -44,3 +45,66 @@ def test_the_products_sampler_learns_from_infeasible_trials_that_no_result_inclu
     frame = trials_frame(study)  # ...and so does every result of this product
     assert set(frame.loc[frame["state"] == INFEASIBLE, "number"]) == infeasible
     assert frame.loc[frame["state"] == INFEASIBLE, "val_accuracy"].isna().all()
+
+
+class _Watching(optuna.samplers.RandomSampler):
+    """A random sampler that records the families of the trials it is shown."""
+
+    def __init__(self, seed: int, seen: set) -> None:
+        super().__init__(seed=seed)
+        self.seen = seen
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        self.seen.update(t.user_attrs.get("family") for t in study.get_trials(deepcopy=False) if t.number != trial.number)
+        return super().sample_independent(study, trial, param_name, param_distribution)
+
+
+def _family_study(sampler: optuna.samplers.BaseSampler, trials: int) -> list[tuple[str, tuple]]:
+    """``trials`` trials of two families in turn, each suggesting two categorical knobs; (family, values) each."""
+    study = optuna.create_study(sampler=sampler)
+    taken = []
+    for number in range(trials):
+        family = ("a", "b")[number % 2]
+        study.enqueue_trial({"kind": family}, user_attrs={"family": family})
+        trial = study.ask()
+        trial.suggest_categorical("kind", ["a", "b"])
+        values = (trial.suggest_categorical("x", [1, 2, 3]), trial.suggest_categorical("y", [1, 2]))
+        study.tell(trial, float(sum(values)))
+        taken.append((family, values))
+    return taken
+
+
+GRIDS = {family: [{"kind": family, "x": x, "y": y} for x in (1, 2, 3) for y in (1, 2)] for family in ("a", "b")}
+
+
+def test_a_family_s_sampler_sees_its_family_s_trials_alone() -> None:
+    seen: dict[int, set] = {}
+
+    def make(seed: int) -> optuna.samplers.BaseSampler:
+        return _Watching(seed, seen.setdefault(seed, set()))
+
+    _family_study(FamilySampler(make, seed=0, per_family=True), 8)
+    assert sorted(map(sorted, seen.values())) == [["a"], ["b"]]  # two samplers, each shown one family
+    shared: dict[int, set] = {}
+    _family_study(FamilySampler(lambda seed: _Watching(seed, shared.setdefault(seed, set())), seed=0, per_family=False), 8)
+    assert list(shared.values()) == [{"a", "b"}]  # one sampler, shown both
+
+
+MAKERS = {
+    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+    # relative sampling from the third trial of a family on: the proposals that repeat are redrawn
+    "tpe": lambda seed: optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=2),
+}
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+@pytest.mark.parametrize("per_family", [True, False], ids=["per-family", "shared"])
+def test_untried_sampling_takes_every_configuration_of_a_family_before_any_twice(per_family: bool, maker: str) -> None:
+    for seed in range(5):
+        sampler = FamilySampler(MAKERS[maker], seed=seed, per_family=per_family, untried=GRIDS)
+        taken = _family_study(sampler, 16)  # 8 a family: each family's 6 configurations, then 2 more
+        for family in ("a", "b"):
+            values = [v for f, v in taken if f == family]
+            assert len(set(values[:6])) == 6, (seed, family, values)
+    plain = [_family_study(optuna.samplers.RandomSampler(seed=seed), 12) for seed in range(5)]
+    assert any(len({v for f, v in taken if f == "a"}) < 6 for taken in plain)  # the test could fail: plain random repeats

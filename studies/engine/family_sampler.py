@@ -1,0 +1,165 @@
+"""A sampler that searches each family on its own, and can refuse configurations already tried.
+
+A study searches several attention families in one Optuna study, the family fixed by the trial's
+queued values (``studies.engine.queue.enqueue``). A sampler given the whole study pools what it
+learns across families, and sees a space conditional on ``attention``: NSGA-II and GPSampler then
+draw the DAMCHA-only knobs at random. ``FamilySampler`` gives each family a sampler of its own
+that sees that family's trials alone (``_FamilyView``), so that its space is fixed.
+
+Independently, with the families' configurations given (``untried``), it never proposes a
+configuration the family has tried while one it has not is left: a finite space is searched
+without replacement, and a family whose space is smaller than its budget is searched whole.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Container, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from reports.results.names import POINT_ATTRIBUTE
+from search_space.space import SearchSpace, Value
+from studies.catalogue.schema import Study
+
+RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
+
+
+def family_configurations(definition: Study, space: SearchSpace) -> dict[str, list[dict[str, Value]]]:
+    """Each family's configurations in ``space`` (``FamilySampler``'s ``untried``), its named points aside.
+
+    Raises:
+        SearchSpaceError: a searched knob ranges over numbers (the space is not finite).
+    """
+    return {family.label: space.configurations(family.values) for family in definition.families}
+
+
+def _family(trial: FrozenTrial) -> str | None:
+    return trial.user_attrs.get("family")
+
+
+class _FamilyView:
+    """A study as one family's sampler sees it: that family's trials only, the rest as it is."""
+
+    def __init__(self, study: optuna.Study, family: str | None) -> None:
+        self._whole, self._family = study, family
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._whole, name)
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        trials = self._whole._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        return [trial for trial in trials if _family(trial) == self._family]
+
+    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy, states)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self.get_trials()
+
+
+class FamilySampler(optuna.samplers.BaseSampler):
+    """Samples each trial with its family's sampler (or one shared one), optionally without replacement.
+
+    Args:
+        make: Makes a sampler from a seed.
+        seed: The study's seed; a family's sampler gets one derived from it and the family's label.
+        per_family: Each family its own sampler, seeing its own trials (False: one sampler sees all).
+        untried: Each family's configurations (``SearchSpace.configurations`` of its values). When
+            given, a trial takes a configuration that no earlier trial of its family (named points
+            aside) took, while one is left; None: whatever its sampler proposes.
+    """
+
+    def __init__(
+        self,
+        make: Callable[[int], optuna.samplers.BaseSampler],
+        seed: int,
+        *,
+        per_family: bool,
+        untried: Mapping[str, Sequence[Mapping[str, Value]]] | None = None,
+    ) -> None:
+        self._make, self._seed, self._per_family = make, seed, per_family
+        self._untried = untried
+        self._samplers: dict[str | None, optuna.samplers.BaseSampler] = {}
+        self._rng = np.random.default_rng(seed)
+
+    def _for(self, study: optuna.Study, trial: FrozenTrial) -> tuple[optuna.samplers.BaseSampler, Any]:
+        """The trial's sampler and the study as it sees it."""
+        family = _family(trial) if self._per_family else None
+        if family not in self._samplers:
+            offset = zlib.crc32(family.encode()) if family else 0  # independent of the order families come in
+            self._samplers[family] = self._make((self._seed + offset) % 2**32)
+        view = _FamilyView(study, family) if self._per_family else study
+        return self._samplers[family], view
+
+    def _open(self, study: optuna.Study, trial: FrozenTrial, chosen: Mapping[str, Any]) -> list[Mapping[str, Value]] | None:
+        """The family's configurations that no earlier trial of it took and that agree with ``chosen``;
+        None when untried sampling is off or the family has no finite space."""
+        grid = (self._untried or {}).get(_family(trial))
+        if grid is None:
+            return None
+        taken = [
+            other.params
+            for other in study._get_trials(deepcopy=False, use_cache=True)
+            if other.number < trial.number and _family(other) == _family(trial) and POINT_ATTRIBUTE not in other.user_attrs
+        ]
+        return [
+            config
+            for config in grid
+            if not any(all(params.get(k) == v for k, v in config.items()) for params in taken)
+            and all(config[k] == v for k, v in chosen.items() if k in config)
+        ]
+
+    def _chosen(self, trial: FrozenTrial) -> dict[str, Any]:
+        """What the trial has so far: its queued values, then what was sampled."""
+        return trial.system_attrs.get("fixed_params", {}) | trial.params
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        sampler, view = self._for(study, trial)
+        return sampler.infer_relative_search_space(view, trial)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        sampler, view = self._for(study, trial)
+        values = sampler.sample_relative(view, trial, search_space)
+        candidates = self._open(study, trial, self._chosen(trial))
+        if not search_space or not candidates:
+            return values  # nothing to choose here, or every configuration tried: the sampler's proposal
+        for _ in range(RELATIVE_RESAMPLES):
+            if self._open(study, trial, self._chosen(trial) | values):
+                return values
+            values = sampler.sample_relative(view, trial, search_space)
+        config = candidates[int(self._rng.integers(len(candidates)))]
+        return {name: config[name] for name in search_space if name in config}
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        sampler, view = self._for(study, trial)
+        value = sampler.sample_independent(view, trial, param_name, param_distribution)
+        candidates = self._open(study, trial, self._chosen(trial))
+        allowed = [config[param_name] for config in candidates or [] if param_name in config]
+        if not allowed or value in allowed:
+            return value
+        return allowed[int(self._rng.integers(len(allowed)))]
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        sampler, view = self._for(study, trial)
+        sampler.before_trial(view, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
+        sampler, view = self._for(study, trial)
+        sampler.after_trial(view, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._rng = np.random.default_rng()
+        for sampler in self._samplers.values():
+            sampler.reseed_rng()
