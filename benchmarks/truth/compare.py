@@ -34,42 +34,32 @@ from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, r
 from benchmarks.truth.table import TableError, load, table_path
 from benchmarks.truth.truth import configurations, true_verdict
 from studies.catalogue import get_study
+from studies.catalogue.schema import Search
 from trainers.outputs import write_atomically
-
-
-def _random(objectives: int, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.RandomSampler(seed=seed)
-
-
-def _tpe(objectives: int, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    # a family's share of the quick budget (8 trials) is below TPE's default 10 random start-up trials
-    return optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=min(10, max(2, trials // 2)))
-
-
-def _gp(objectives: int, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, n_startup_trials=min(10, max(2, trials // 2)))
-
 
 STRATEGIES = {
     strategy.name: strategy
     for strategy in (
         Strategy("today: NSGA-II, ASHA per family"),
         Strategy("NSGA-II, no early stopping", early_stopping=False),
-        Strategy("NSGA-II untried, ASHA per family", untried=True),
-        Strategy("NSGA-II untried, stopping the dominated", untried=True, stopping_rule="dominated"),
-        Strategy("random, ASHA per family", _random),
-        Strategy("random, no early stopping", _random, False),
-        Strategy("random untried, ASHA per family", _random, untried=True),
-        Strategy("random untried, no early stopping", _random, False, untried=True),
-        Strategy("random untried, stopping the dominated", _random, untried=True, stopping_rule="dominated"),
+        Strategy("NSGA-II untried, ASHA per family", Search(untried=True)),
+        Strategy("NSGA-II untried, stopping the dominated", Search(untried=True, stopping_rule="dominated")),
+        Strategy("random, ASHA per family", Search("random")),
+        Strategy("random, no early stopping", Search("random"), early_stopping=False),
+        Strategy("random untried, ASHA per family", Search("random", untried=True)),
+        Strategy("random untried, no early stopping", Search("random", untried=True), early_stopping=False),
+        Strategy("random untried, stopping the dominated", Search("random", untried=True, stopping_rule="dominated")),
         # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
-        Strategy("TPE (multivariate, grouped), no early stopping", _tpe, False),
-        Strategy("TPE untried, no early stopping", _tpe, False, untried=True),
-        Strategy("TPE per family untried, no early stopping", _tpe, False, per_family=True, untried=True),
-        Strategy("GP, ASHA per family", _gp),
-        Strategy("GP per family untried, ASHA per family", _gp, per_family=True, untried=True),
-        Strategy("GP per family untried, no early stopping", _gp, False, per_family=True, untried=True),
-        Strategy("GP per family untried, stopping the dominated", _gp, per_family=True, untried=True, stopping_rule="dominated"),
+        Strategy("TPE (multivariate, grouped), no early stopping", Search("tpe"), early_stopping=False),
+        Strategy("TPE untried, no early stopping", Search("tpe", untried=True), early_stopping=False),
+        Strategy("TPE per family untried, no early stopping", Search("tpe", per_family=True, untried=True), early_stopping=False),
+        Strategy("GP, ASHA per family", Search("gp")),
+        Strategy("GP per family untried, ASHA per family", Search("gp", per_family=True, untried=True)),
+        Strategy("GP per family untried, no early stopping", Search("gp", per_family=True, untried=True), early_stopping=False),
+        Strategy(
+            "GP per family untried, stopping the dominated",
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated"),
+        ),
     )
 }
 HYPERVOLUME_SHARE = 0.95
@@ -99,7 +89,7 @@ def run_replays(
     rows = [row for row in done.to_dict("records") if row["table"] == version]
     have = {(row["strategy"], int(row["seed"])) for row in rows}
     for name in names:
-        for seed in range(min(replays, COSTLY_REPLAYS) if "GP" in name else replays):
+        for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays):
             if (name, seed) in have:
                 continue
             started = time.monotonic()

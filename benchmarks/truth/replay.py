@@ -30,14 +30,10 @@ from benchmarks.truth.truth import configurations
 from reports.results.frame import configuration, trials_frame
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
 from reports.results.verdict import Comparison, Headline, verdict
-from search_space.space import SearchSpace
-from studies.catalogue.schema import Preset, Study
-from studies.engine.family_sampler import FamilySampler, family_configurations
+from studies.catalogue.schema import Preset, Search, Study
 from studies.engine.ledger import Ledger
 from studies.engine.repeats import plan_repeats
-from studies.engine.sampler import sampler_for
-
-Sampler = Callable[[int, int, int], optuna.samplers.BaseSampler]  # (objectives, trials, seed) -> a sampler
+from studies.engine.sampler import study_sampler
 
 
 class ReplayStorage(optuna.storages.InMemoryStorage):
@@ -53,37 +49,18 @@ class Strategy:
 
     Attributes:
         name: How tables of replays name it.
-        sampler: Makes the Optuna sampler (``studies.engine.sampler.sampler_for`` is the product's).
+        search: Its sampler, its switches and its early-stopping rule (``Preset.search``).
         early_stopping: Whether the study's early stopping applies (False: every trial trains to the end).
-        per_family: Each family its own sampler, seeing its own trials (``FamilySampler``).
-        untried: No configuration a family tried is proposed again while one is left (``FamilySampler``).
-        stopping_rule: The early stopping's rule (``Preset.stopping_rule``).
     """
 
     name: str
-    sampler: Sampler = sampler_for
+    search: Search = Search()
     early_stopping: bool = True
-    per_family: bool = False
-    untried: bool = False
-    stopping_rule: str = "median"
 
     def preset(self, preset: Preset) -> Preset:
         """The preset as this strategy runs it."""
-        preset = replace(preset, stopping_rule=self.stopping_rule)
+        preset = replace(preset, search=self.search)
         return preset if self.early_stopping else replace(preset, grace_steps=preset.train.steps)
-
-    def make_sampler(self, definition: Study, space: SearchSpace, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-        """The sampler of a study of ``trials`` searched trials (a family's sampler is made for its share of them)."""
-        objectives = len(definition.objectives)
-        if not (self.per_family or self.untried):
-            return self.sampler(objectives, trials, seed)
-        share = trials // len(definition.families) if self.per_family else trials
-        return FamilySampler(
-            lambda family_seed: self.sampler(objectives, share, family_seed),
-            seed,
-            per_family=self.per_family,
-            untried=family_configurations(definition, space) if self.untried else None,
-        )
 
 
 @dataclass(frozen=True)
@@ -160,7 +137,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         study = optuna.create_study(
             storage=storage,
             directions=[o.direction for o in definition.objectives],
-            sampler=strategy.make_sampler(definition, space, preset.trials, seed),
+            sampler=study_sampler(preset.search, definition, space, preset.trials, seed),
         )
         study.set_metric_names([o.metric for o in definition.objectives])
     study.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})

@@ -18,7 +18,53 @@ def choices(**values: tuple[Value, ...]) -> dict[str, Domain]:
     return {name: Choice(tuple(options)) for name, options in values.items()}
 
 
-STOPPING_RULES = ("median", "dominated")  # Preset.stopping_rule
+SAMPLERS = ("nsga2", "random", "tpe", "gp")  # Search.sampler
+STOPPING_RULES = ("median", "dominated")  # Search.stopping_rule
+
+
+@dataclass(frozen=True)
+class Search:
+    """How a study searches its space (``studies.engine.sampler.study_sampler`` makes its sampler;
+    ``benchmarks.truth.compare`` measures the choices on a truth table).
+
+    Attributes:
+        sampler: Optuna's NSGA-II (``nsga2``; TPE for a study of one objective), random search
+            (``random``), TPE, multivariate and grouped (``tpe``), or GPSampler (``gp``).
+        per_family: Each family its own sampler, which sees only its family's trials; False: one
+            sampler sees every family's (``studies.engine.family_sampler.FamilySampler``).
+        untried: A trial never takes a configuration its family already tried while one is left:
+            a family whose space is no larger than its budget is searched whole.
+        stopping_rule: How early stopping judges a searched trial at a rung, among its family's
+            trials there (``studies.engine.ledger.Ledger.stops``): ``median``, ASHA's rule on the
+            first objective (worse than the median stops); ``dominated``, on the first objective and
+            FLOPs together (dominated by at least half of them stops: the cheapest never does).
+            ``Preset.grace_steps`` at the last step turns early stopping off.
+    """
+
+    sampler: str = "nsga2"
+    per_family: bool = False
+    untried: bool = False
+    stopping_rule: str = "median"
+
+    def __post_init__(self) -> None:
+        """Only the samplers and rules this product knows."""
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"search: sampler {self.sampler!r} is not one of {SAMPLERS}")
+        if self.stopping_rule not in STOPPING_RULES:
+            raise ValueError(f"search: stopping rule {self.stopping_rule!r} is not one of {STOPPING_RULES}")
+
+    def describe(self, grace_steps: int, steps: int) -> str:
+        """In words, for the plan and the store: the sampler, its switches and early stopping."""
+        sampler = {"nsga2": "NSGA-II", "random": "random search", "tpe": "TPE", "gp": "GPSampler"}[self.sampler]
+        words = [f"{sampler} {'per family' if self.per_family else 'shared by the families'}"]
+        if self.untried:
+            words.append("no configuration twice while one is left")
+        if grace_steps >= steps:
+            words.append("none stopped early")
+        else:
+            rule = "ASHA's rule (below the median)" if self.stopping_rule == "median" else "dominance in accuracy and FLOPs"
+            words.append(f"a trial may stop early after {grace_steps} steps by {rule} within its family")
+        return "; ".join(words)
 
 
 @dataclass(frozen=True)
@@ -38,10 +84,7 @@ class Preset:
             which a run counts itself: ``Study.exhaustive_grid``).
         cpus_per_trial, gpus_per_trial: Default resources of one trial.
         grace_steps: Steps a trial runs before early stopping may stop it.
-        stopping_rule: How early stopping judges a searched trial at a rung, among its family's
-            trials there (``studies.engine.ledger.Ledger.stops``): ``median``, ASHA's rule on the
-            first objective (worse than the median stops); ``dominated``, on the first objective and
-            FLOPs together (dominated by at least half of them stops: the cheapest never does).
+        search: How the sampler and early stopping choose (``Search``).
         repeat_seeds: Fresh seeds each family's best configurations get after the search
             (``--repeat-seeds``): the verdict's interval is over them.
         parallel_trials: Trials that run at once (fewer where the machine fits fewer). The
@@ -64,7 +107,7 @@ class Preset:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     grace_steps: int = 1
-    stopping_rule: str = "median"
+    search: Search = Search()
     repeat_seeds: int = 3
     parallel_trials: int = 2
     exhaustive_seeds: int = 0
@@ -73,8 +116,6 @@ class Preset:
         """Training settings live in ``train`` alone (one source per setting)."""
         if misplaced := sorted(set(self.fixed) & set(TRAINING_KNOBS)):
             raise ValueError(f"preset {self.name!r} sets training knobs {misplaced} in fixed; set them in its train config")
-        if self.stopping_rule not in STOPPING_RULES:
-            raise ValueError(f"preset {self.name!r}: stopping rule {self.stopping_rule!r} is not one of {STOPPING_RULES}")
 
     @property
     def decision_lag(self) -> int:

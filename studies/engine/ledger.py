@@ -289,7 +289,7 @@ class Ledger:
         At each rung (``Preset.grace_steps`` times 2, 4, ... below the last step), a searched trial
         is judged among its family's trials of its view (``view_ends``) that reached the rung: by
         the ``median`` rule, one whose value is worse than their median stops; by the ``dominated``
-        rule (``Preset.stopping_rule``), one that at least half of them dominate (a value as good
+        rule (``Search.stopping_rule``), one that at least half of them dominate (a value as good
         or better at FLOPs as low or lower, one of the two strictly) stops. Seed repeats and named
         points never stop.
 
@@ -320,7 +320,7 @@ class Ledger:
         ]
         if not others:
             return False
-        if self.preset.stopping_rule == "dominated":
+        if self.preset.search.stopping_rule == "dominated":
             mine = (sign * value, self.flops.get(number))
             dominating = sum(_dominates(other, mine) for other in others)
             return dominating * REDUCTION_FACTOR >= len(others)

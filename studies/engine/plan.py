@@ -190,8 +190,8 @@ def plan(study: Study, options: RunOptions) -> str:
         lines.append(f"search: every configuration {preset.exhaustive_seeds} times, {run.trials} trials, none stopped early")
     else:
         lines.append(
-            f"search: {run.trials} trials ({to_run} to run), the families in turn ({share:g} each); a trial may stop early "
-            f"after {preset.grace_steps} steps by ASHA's rule within its family"
+            f"search: {run.trials} trials ({to_run} to run), the families in turn ({share:g} each); "
+            + preset.search.describe(preset.grace_steps, preset.train.steps)
         )
     for label, candidates in per_family.items():
         points = sum(candidate.entry.point is not None for candidate in candidates)

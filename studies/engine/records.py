@@ -16,7 +16,7 @@ from storage import (
 from studies.catalogue.schema import Study
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
-from studies.engine.sampler import sampler_for
+from studies.engine.sampler import study_sampler
 
 
 def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
@@ -48,7 +48,7 @@ def open_study(
         study_name=name,
         storage=storage,
         directions=[objective.direction for objective in study.objectives],
-        sampler=sampler_for(len(study.objectives), run.trials, options.seed),
+        sampler=study_sampler(run.preset.search, study, run.space, run.trials, options.seed),
         load_if_exists=True,
     )
     with warnings.catch_warnings():
@@ -78,6 +78,7 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
             "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
             "steps_per_trial": preset.train.steps,
             "early_stopping_grace_steps": None if preset.exhaustive_seeds else preset.grace_steps,
+            "search": None if preset.exhaustive_seeds else preset.search.describe(preset.grace_steps, preset.train.steps),
             "exhaustive_seeds": preset.exhaustive_seeds or None,
         },
     )

@@ -13,9 +13,14 @@ violated, and an ``infeasible`` user attribute saying why (``reports.results.fra
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import optuna
 
 from reports.results.names import INFEASIBLE_ATTRIBUTE
+from search_space import SearchSpace
+from studies.catalogue.schema import Search, Study
+from studies.engine.family_sampler import FamilySampler, family_configurations
 
 TRAINABLE = "trainable"  # the constraint's name: 1.0 when violated
 
@@ -30,6 +35,50 @@ def sampler_for(objectives: int, trials: int, seed: int) -> optuna.samplers.Base
     if objectives == 1:
         return optuna.samplers.TPESampler(seed=seed)
     return optuna.samplers.NSGAIISampler(seed=seed, population_size=min(50, max(4, trials // 4)))
+
+
+def _startup(trials: int) -> int:
+    """Random start-up trials of a model-based sampler that sees ``trials``: Optuna's 10, or half of fewer
+    (a family's share of a quick budget is 8)."""
+    return min(10, max(2, trials // 2))
+
+
+SAMPLER_MAKERS: dict[str, Callable[[int, int, int], optuna.samplers.BaseSampler]] = {  # (objectives, trials, seed)
+    "nsga2": sampler_for,
+    "random": lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed),
+    "tpe": lambda objectives, trials, seed: optuna.samplers.TPESampler(
+        multivariate=True, group=True, seed=seed, n_startup_trials=_startup(trials)
+    ),
+    "gp": lambda objectives, trials, seed: optuna.samplers.GPSampler(
+        seed=seed, n_startup_trials=_startup(trials), warn_independent_sampling=False
+    ),
+}
+
+
+def study_sampler(search: Search, definition: Study, space: SearchSpace, trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """The sampler a study of ``trials`` searched trials runs by ``search``.
+
+    Args:
+        search: The preset's search (``Preset.search``).
+        definition: The study (its families and objectives).
+        space: The space it samples.
+        trials: Its searched trials (a family's own sampler is made for its share of them).
+        seed: The run's seed.
+
+    Raises:
+        SearchSpaceError: ``search.untried`` on a space that is not finite.
+    """
+    objectives = len(definition.objectives)
+    make = SAMPLER_MAKERS[search.sampler]
+    if not (search.per_family or search.untried):
+        return make(objectives, trials, seed)
+    share = max(1, trials // len(definition.families)) if search.per_family else trials
+    return FamilySampler(
+        lambda family_seed: make(objectives, share, family_seed),
+        seed,
+        per_family=search.per_family,
+        untried=family_configurations(definition, space) if search.untried else None,
+    )
 
 
 def tell_infeasible(study: optuna.Study, trial: optuna.Trial, reason: str) -> None:

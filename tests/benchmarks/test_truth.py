@@ -25,7 +25,7 @@ from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, proven
 from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
 from reports.results.names import ACCURACY, TEST_ACCURACY
 from studies.catalogue import LRA_SHARING
-from studies.catalogue.schema import choices
+from studies.catalogue.schema import Search, choices
 from tests.studies.test_exhaustive import TABLE, table_ledger, train_all
 
 COMMITTED = table_path(LRA_SHARING.store_name("table"))
@@ -157,8 +157,7 @@ def _configurations_tried(frame: pd.DataFrame, family: str, knobs: list[str]) ->
 def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(committed: Table) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
-    random = lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed)  # noqa: E731
-    untried, plain = Strategy("untried", random, untried=True), Strategy("plain", random)
+    untried, plain = Strategy("untried", Search("random", untried=True)), Strategy("plain", Search("random"))
     repeated_without = 0
     for seed in range(4):
         for family, sizes in (("MHA", 2), ("DAMCHA (cross)", 4)):
