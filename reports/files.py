@@ -31,6 +31,32 @@ def _nearest_existing(path: Path) -> Path:
     return next(candidate for candidate in (path, *path.parents) if candidate.exists())
 
 
+NAME_MAX_BYTES = 255  # a file name's limit on Linux's file systems (ext4, XFS, Btrfs, tmpfs)
+
+
+def check_path_text(path: Path, option: str) -> None:
+    """Check that ``path`` is text the store and the pages can hold (valid UTF-8) and that each of its
+    names fits a file system's limit, so that no write fails on it half-way.
+
+    Raises:
+        OutputPathError: naming the option, the fault and the fix.
+    """
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OutputPathError(
+            f"{option} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8 (runs record their paths as text): "
+            "rename it, or give another path"
+        ) from None
+    for name in path.parts:
+        if len(name.encode()) > NAME_MAX_BYTES:
+            raise OutputPathError(
+                f"{option}: the name {name[:24]}... is {len(name.encode())} bytes, more than a file name may be "
+                f"({NAME_MAX_BYTES}); give a shorter one"
+            )
+
+
 def check_writable_file(path: Path, option: str, keep: Iterable[Path] = ()) -> None:
     """Check that ``path`` can be written (created, with its folders, or replaced), changing nothing,
     and that writing it destroys nothing: it is none of the ``keep`` files (a store's, however
@@ -41,6 +67,7 @@ def check_writable_file(path: Path, option: str, keep: Iterable[Path] = ()) -> N
             ``keep`` files, or its nearest existing folder is not one this user can write
             (named with ``option``).
     """
+    check_path_text(path, option)
     if path.is_dir():
         raise OutputPathError(f"{option} {path} is a folder: give a file path")
     if path.is_symlink() or (path.exists() and not path.is_file()):
@@ -62,6 +89,7 @@ def check_writable_dir(path: Path, option: str) -> None:
     Raises:
         OutputPathError: it is a file, or it (or its nearest existing parent) cannot be written.
     """
+    check_path_text(path, option)
     if path.exists() and not path.is_dir():
         raise OutputPathError(f"{option} {path} is a file, not a folder")
     _check_folder(path, option, path)

@@ -13,6 +13,7 @@ from storage.factory import (
     resolve_storage_url,
     single_writer,
     sqlite_path,
+    sqlite_read_only_flags,
     store_files,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "resolve_storage_url",
     "single_writer",
     "sqlite_path",
+    "sqlite_read_only_flags",
     "store_files",
 ]

@@ -71,6 +71,12 @@ def parse_storage_url(url: str) -> URL:
             file path.
     """
     try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StorageURLError(
+            f"storage URL {url.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8: rename the store's file, or pass another"
+        ) from None
+    try:
         parsed = make_url(url)
     except sqlalchemy.exc.ArgumentError:
         raise StorageURLError(f"storage URL {masked_url(url)!r} is not a database URL; use e.g. {EXAMPLES}") from None
@@ -240,6 +246,23 @@ def sqlite_path(url: str) -> Path | None:
     return _sqlite_file(parsed.database, _is_true(parsed.query.get("uri"))).resolve()
 
 
+def sqlite_read_only_flags(url: str) -> list[str]:
+    """The flags of a SQLite URI URL (``?uri=true``) that open its file read-only: ``mode=ro``, ``immutable=1``.
+
+    Raises:
+        StorageURLError: see ``parse_storage_url``.
+    """
+    parsed = parse_storage_url(url)
+    if parsed.get_backend_name() != "sqlite" or not _is_true(parsed.query.get("uri")):
+        return []
+    flags = []
+    if str(parsed.query.get("mode", "")).lower() == "ro":
+        flags.append("mode=ro")
+    if "immutable" in parsed.query and _is_true(parsed.query["immutable"]):
+        flags.append("immutable=1")
+    return flags
+
+
 def _is_true(value: object) -> bool:
     """A URL query flag as SQLAlchemy's SQLite driver reads it (``true``, ``1``, ...)."""
     return str(value[-1] if isinstance(value, tuple) else value).strip().lower() in ("true", "1", "yes", "on")
@@ -265,9 +288,13 @@ def store_files(url: str) -> list[Path]:
     return [database, *(database.with_name(database.name + suffix) for suffix in (*SQLITE_SIDECARS, WRITER_LOCK_SUFFIX))]
 
 
+OPTUNA_TABLE = "studies"  # a table every Optuna store has
+
+
 def check_sqlite_store(path: Path, *, writing: bool) -> None:
     """Check a SQLite store's file before anything opens it: it is one, it is whole, and
-    (``writing``) it, its folder or the nearest folder that exists can be written.
+    (``writing``) it is empty or an Optuna store, and it, its folder or the nearest folder that
+    exists can be written.
 
     Nothing is created or changed: the check only reads (SQLite's ``quick_check``).
 
@@ -311,14 +338,21 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
         # read-only medium nothing can write: the file is read as it is (``immutable``).
         with contextlib.closing(sqlite3.connect(_reading_uri(path), uri=True, timeout=SQLITE_TIMEOUT_S)) as connection:
             (verdict,) = connection.execute("PRAGMA quick_check(1)").fetchone()
+            tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as error:
-        verdict = str(error)
+        verdict, tables = str(error), set()
     if verdict == "file is not a database":
         raise StorageURLError(f"{path} is not a SQLite database; pass another --storage file")
     if verdict != "ok":
         raise StorageURLError(
             f"the SQLite store {path} is damaged ({verdict}); it was left as it is: restore it from a backup, "
             "or pass another --storage file"
+        )
+    if writing and tables and OPTUNA_TABLE not in tables:  # another program's database: its data stays its own
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StorageURLError(
+            f"the SQLite file {path} holds another program's tables ({shown}), not an Optuna store; it was left as it "
+            "is: pass a new file, or a store a study wrote"
         )
     if writing and not (os.access(path, os.R_OK | os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
         raise StorageURLError(

@@ -190,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("the study name is required (see --list)")
+    if twice := sorted({name for name, _ in args.fix if sum(other == name for other, _ in args.fix) > 1}):
+        values = {name: [str(value) for other, value in args.fix if other == name] for name in twice}
+        shown = "; ".join(f"{name}: {', '.join(given)}" for name, given in values.items())
+        parser.error(f"argument --fix: each knob once, got {shown}")
     if not args.plan:
         prepare_ray_environment(args.address)
         stop_on_signals()

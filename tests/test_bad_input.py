@@ -116,7 +116,43 @@ CASES = [
         2,
         r"--trial-memory must be a number of GiB of at least 0.000977 \(1 MiB\), got inf",
     ),
-    ("cpus-nan", "run", ["lra_sharing", "--cpus-per-trial", "nan"], None, 2, r"--cpus-per-trial must be a number > 0"),
+    ("cpus-nan", "run", ["lra_sharing", "--cpus-per-trial", "nan"], None, 2, r"--cpus-per-trial must be a number >= 0.0001"),
+    # below Ray's precision a trial's resources would round to nothing, and nothing would limit the trials at once
+    ("cpus-below-ray-s-precision", "run", ["lra_sharing", "--cpus-per-trial", "1e-9"], None, 2, r"Ray counts resources to"),
+    ("gpus-below-ray-s-precision", "run", ["lra_sharing", "--gpus-per-trial", "1e-5"], None, 2, r"Ray counts resources to"),
+    # the seed layout's bounds: a sampler's seed, and trial and repeat seeds that never meet another run's
+    # one knob fixed twice: which value would hold is not the user's to guess
+    (
+        "fix-twice",
+        "run",
+        ["lra_sharing", "--fix", "num_heads=4", "--fix", "num_heads=2"],
+        None,
+        2,
+        r"each knob once, got num_heads: 4, 2",
+    ),
+    ("fix-twice-same", "run", ["lra_sharing", "--fix", "d_model=64", "--fix", "d_model=64"], None, 2, r"each knob once"),
+    # a combination the model refuses, of fixed values alone: before anything is written
+    ("fix-causal-with-cls-pooling", "run", ["lra_sharing", "--fix", "classifier_causal=True"], None, 2, r"needs pooling='mean'"),
+    ("seed-past-2-32", "run", ["lra_sharing", "--seed", str(2**32)], None, 2, r"--seed must be in 0\.\.4294967295"),
+    ("seed-2-70", "run", ["lra_sharing", "--seed", str(2**70)], None, 2, r"--seed must be in 0\.\.4294967295"),
+    ("trials-past-the-seed-layout", "run", ["lra_sharing", "--trials", "10001"], None, 2, r"--trials must be at most 10000"),
+    (
+        "store-uri-read-only",
+        "run",
+        ["lra_sharing", "--storage", "sqlite:///file:store.db?mode=ro&uri=true"],
+        None,
+        2,
+        r"opens the store read-only \(mode=ro\): a study writes its trials there",
+    ),
+    (
+        "store-uri-immutable",
+        "run",
+        ["lra_sharing", "--storage", "sqlite:///file:store.db?immutable=1&uri=true"],
+        None,
+        2,
+        r"opens the store read-only \(immutable=1\)",
+    ),
+    ("repeats-past-the-seed-layout", "run", ["lra_sharing", "--repeat-seeds", "10000"], None, 2, r"--repeat-seeds must be in"),
     (
         "cpus-more-than-machine",
         "run",
@@ -288,6 +324,66 @@ CASES = [
         2,
         r"there is no SQLite store at .*typo/dir/x.db",
     ),
+    # Another program's SQLite database: a run leaves it as it is, never adds Optuna's tables to it.
+    (
+        "run-on-another-program-s-database",
+        "run",
+        ["lra_sharing", "--storage", STORE],
+        _another_program_s_database,
+        2,
+        r"store.db holds another program's tables \(expenses\), not an Optuna store; it was left as it is",
+    ),
+    # Paths no write could finish on: a name past the file system's 255 bytes, bytes that are not UTF-8
+    # (the store records paths as text); checked for every path a command takes.
+    (
+        "run-report-name-too-long",
+        "run",
+        ["lra_sharing", "--report", "r" * 300 + ".html"],
+        None,
+        2,
+        r"--report: the name r+\.\.\. is 305 bytes",
+    ),
+    (
+        "run-cache-name-too-long",
+        "run",
+        ["lra_sharing", "--data-cache", "c/" + "c" * 256],
+        None,
+        2,
+        r"--data-cache: the name c+\.\.\. is 256 bytes",
+    ),
+    (
+        "reports-output-name-too-long",
+        "reports",
+        ["plain", "--storage", STORE, "-o", "o" * 256],
+        _valid_store,
+        2,
+        r"-o: the name o+\.\.\. is 256",
+    ),
+    (
+        "run-cache-not-utf-8",
+        "run",
+        ["lra_sharing", "--data-cache", "cache\udcff"],
+        None,
+        2,
+        r"--data-cache b'cache\\xff' is not valid UTF-8",
+    ),
+    (
+        "run-report-not-utf-8",
+        "run",
+        ["lra_sharing", "--report", "r\udcff.html"],
+        None,
+        2,
+        r"--report b'r\\xff.html' is not valid UTF-8",
+    ),
+    (
+        "run-store-not-utf-8",
+        "run",
+        ["lra_sharing", "--storage", "sqlite:///s\udcff.db"],
+        None,
+        2,
+        r"storage URL .* is not valid UTF-8",
+    ),
+    ("reports-store-not-utf-8", "reports", ["list", "--storage", "sqlite:///s\udcff.db"], None, 2, r"is not valid UTF-8"),
     # A store the reports cannot use: a database without Optuna's tables, a server that refuses.
     (
         "reports-database-without-a-store",

@@ -30,6 +30,18 @@ def _family_knobs(values: Mapping[str, Any]) -> AttentionKnobs:
     return family(**{f.name: values[f.name] for f in knob_fields(family)})
 
 
+def _check_causal_pooling(classifier_causal: bool, architecture: str, pooling: str) -> None:
+    """A causal classifier pools by the mean: its CLS token, placed first, would see only itself.
+
+    Raises:
+        ValueError: ``classifier_causal`` with ``pooling='cls'`` in a classifier.
+    """
+    if classifier_causal and architecture != "decoder" and pooling == "cls":
+        raise ValueError(
+            "classifier_causal=True needs pooling='mean': a causal classifier's CLS token, placed first, sees only itself"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry order
     """Everything needed to build a model; field names are the search-space knob names.
@@ -95,10 +107,7 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
             raise ValueError(f"norm={self.norm!r} is not allowed; allowed: {', '.join(NORMS)}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling={self.pooling!r} is not allowed; allowed: {', '.join(POOLINGS)}")
-        if self.classifier_causal and self.architecture != "decoder" and self.pooling == "cls":
-            raise ValueError(
-                "classifier_causal=True needs pooling='mean': a causal classifier's CLS token, placed first, sees only itself"
-            )
+        _check_causal_pooling(self.classifier_causal, self.architecture, self.pooling)
         if self.embedding_std is not None and not self.embedding_std > 0:
             raise ValueError(f"embedding_std={self.embedding_std} must be > 0 (or None: PyTorch's initialisation)")
         if not 0.0 <= self.dropout < 1.0:
@@ -120,6 +129,7 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
                 value, what is allowed).
         """
         values = {f.name: f.default for f in knob_fields(cls)} | dict(knobs)
+        _check_causal_pooling(bool(values["classifier_causal"]), cls.architecture, str(values["pooling"]))
         lookup(ATTENTION, str(values["attention"]), "attention")
         _family_knobs(values).check(d_model=values["d_model"], num_heads=values["num_heads"], num_layers=values["num_layers"])
 

@@ -52,6 +52,8 @@ class Search:
             raise ValueError(f"search: sampler {self.sampler!r} is not one of {SAMPLERS}")
         if self.stopping_rule not in STOPPING_RULES:
             raise ValueError(f"search: stopping rule {self.stopping_rule!r} is not one of {STOPPING_RULES}")
+        if self.sampler == "nsga2" and self.per_family:  # its generations live in study-wide attributes, shared
+            raise ValueError("search: NSGA-II cannot run per family (two instances would share one study's generations)")
 
     def describe(self, grace_steps: int, steps: int) -> str:
         """In words, for the plan and the store: the sampler, its switches and early stopping."""

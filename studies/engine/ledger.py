@@ -83,6 +83,7 @@ COST_ATTRIBUTES = (
     "test_perplexity",
 )
 MAX_RESAMPLES = 50
+SEEDS_PER_RUN = 100_000  # trial n of a run with --seed s trains on s * SEEDS_PER_RUN + n
 FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
 TABLE_SEEDS_FROM = 80_000  # an exhaustive table's run i of every configuration: seed * 100_000 + TABLE_SEEDS_FROM + i
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
@@ -379,10 +380,11 @@ class Ledger:
             training: Its training settings (``Preset.training``: the preset's, with the training knobs it sets).
             ray_trial_id: Ray Tune's id of the trial.
         """
-        train = asdict(training) | {"seed": self.seed * 100_000 + _seed_offset(trial)}
+        train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + _seed_offset(trial)}
         model = model_config_of(self.preset, knobs)
-        config = ModelConfig(**model)
-        self.flops[trial.number] = float(model_flops(config, config.max_length).forward)  # ``stops``, by dominance
+        with contextlib.suppress(ValueError):  # a model the task cannot build: its worker fails the trial, saying why
+            config = ModelConfig(**model)
+            self.flops[trial.number] = float(model_flops(config, config.max_length).forward)  # ``stops``, by dominance
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,

@@ -13,22 +13,29 @@ from pathlib import Path
 
 import torch
 
-from reports.files import check_writable_dir, check_writable_file
+from reports.files import OutputPathError, check_path_text, check_writable_dir, check_writable_file
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
     check_sqlite_store,
     masked_url,
     resolve_storage_url,
     sqlite_path,
+    sqlite_read_only_flags,
     store_files,
 )
 from studies.catalogue.schema import Preset, Study
 from studies.catalogue.tasks import Task
+from studies.engine.ledger import FRESH_SEEDS_FROM, SEEDS_PER_RUN, TABLE_SEEDS_FROM
 from trainers.data.cache import default_cache_dir
 from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB
 from trainers.naming import unknown_name_message
 from trainers.outputs import REPORTS_DIR, TUNE_DIR
+
+MAX_TRIALS = 10_000  # searched trials of a study: with retries and repeats, trial numbers stay below TABLE_SEEDS_FROM
+MAX_REPEAT_SEEDS = SEEDS_PER_RUN - FRESH_SEEDS_FROM - 1
+MAX_SEED = 2**32 - 1  # Optuna's samplers (NumPy's legacy seeding) take seeds below 2**32
+RAY_PRECISION = 1e-4  # Ray counts fractional resources to four decimals
 
 
 class StudyOptionError(ValueError):
@@ -224,11 +231,13 @@ def without_contradicted_points(study: Study, fix: dict[str, Value]) -> tuple[St
 
 
 def check_ray_address(address: str) -> None:
-    """Fail fast, naming the address, when a ``host:port`` Ray address does not answer; ``auto`` is the
-    cluster this machine's last ``ray start`` recorded (``ray_current_cluster`` in Ray's temporary folder).
+    """Fail fast, naming the address, when a Ray address is none (``host:port``, ``ray://host:port``)
+    or does not answer; ``auto`` is the cluster this machine's last ``ray start`` recorded
+    (``ray_current_cluster`` in Ray's temporary folder).
 
     Raises:
-        StudyOptionError: no cluster recorded for ``auto``, or nothing listens there (checked within 5 seconds).
+        StudyOptionError: not a Ray address, no cluster recorded for ``auto``, or nothing listens there
+            (checked within 5 seconds).
     """
     shown = address
     if address == "auto":
@@ -241,9 +250,14 @@ def check_ray_address(address: str) -> None:
                 "with `ray start --head`, give its host:port, or drop --address to run on a Ray of the run's own"
             ) from None
         shown = f"auto ({address}, recorded in {recorded})"
-    host, separator, port = address.rpartition(":")
-    if "://" in address or not separator or not port.isdigit():
-        return
+    scheme, _, rest = address.rpartition("://")
+    host, separator, port = rest.rpartition(":")
+    if scheme not in ("", "ray") or not separator or not host or not port.isdigit():
+        raise StudyOptionError(
+            f"--address {shown} is not a Ray address: give the head's host:port (e.g. 127.0.0.1:6379), "
+            "ray://host:port (Ray Client), auto (this machine's last `ray start`) or local"
+            + ("; an http:// address is a dashboard's, which `ray job submit` takes" if scheme.startswith("http") else "")
+        )
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as error:
@@ -298,12 +312,24 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
     repeat_seeds = options.repeat_seeds if options.repeat_seeds is not None else preset.repeat_seeds
-    if repeat_seeds < 0:
-        raise StudyOptionError(f"--repeat-seeds must be >= 0, got {repeat_seeds}")
-    if options.seed < 0:
-        raise StudyOptionError(f"--seed must be >= 0 (samplers take no negative seed), got {options.seed}")
-    if not (math.isfinite(cpus) and cpus > 0) or not (math.isfinite(gpus) and gpus >= 0):
-        raise StudyOptionError(f"--cpus-per-trial must be a number > 0 and --gpus-per-trial a number >= 0, got {cpus} and {gpus}")
+    if trials > MAX_TRIALS:  # the seed layout: trial n trains on seed * SEEDS_PER_RUN + n, below the table's and repeats' seeds
+        raise StudyOptionError(
+            f"--trials must be at most {MAX_TRIALS}, got {trials}: trial n trains on seed x {SEEDS_PER_RUN} + n, and the "
+            f"seeds from {TABLE_SEEDS_FROM} on are the truth tables' and the seed repeats'"
+        )
+    if not 0 <= repeat_seeds <= MAX_REPEAT_SEEDS:
+        raise StudyOptionError(
+            f"--repeat-seeds must be in 0..{MAX_REPEAT_SEEDS}, got {repeat_seeds}: repeat k trains on seed x {SEEDS_PER_RUN} + "
+            f"{FRESH_SEEDS_FROM} + k, which more would share with the next --seed's trials"
+        )
+    if not 0 <= options.seed <= MAX_SEED:
+        raise StudyOptionError(f"--seed must be in 0..{MAX_SEED} (what Optuna's samplers take), got {options.seed}")
+    if not (math.isfinite(cpus) and cpus >= RAY_PRECISION) or not (gpus == 0 or (math.isfinite(gpus) and gpus >= RAY_PRECISION)):
+        raise StudyOptionError(
+            f"--cpus-per-trial must be a number >= {RAY_PRECISION:g} and --gpus-per-trial 0 or a number >= {RAY_PRECISION:g} "
+            f"(Ray counts resources to {RAY_PRECISION:g}: less would be nothing, and trials would not be limited), "
+            f"got {cpus} and {gpus}"
+        )
     if options.trial_memory_gib is not None and not (
         math.isfinite(options.trial_memory_gib) and options.trial_memory_gib * GIB >= MIN_TRIAL_MEMORY
     ):
@@ -317,6 +343,11 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     elif local_resources:  # a local Ray gets this machine: refuse what it cannot give (a cluster is checked once joined)
         check_local_resources(cpus, gpus, options.trial_memory_gib)
     if (database := sqlite_path(url)) is not None:
+        if flags := sqlite_read_only_flags(url):
+            raise StudyOptionError(
+                f"storage URL {masked_url(url)!r} opens the store read-only ({', '.join(flags)}): a study writes its "
+                "trials there; drop it (python -m reports reads through it)"
+            )
         check_sqlite_store(database, writing=True)
     if options.report is not None:
         check_writable_file(options.report, "--report", keep=store_files(url))
@@ -337,6 +368,11 @@ def _task_with_files(task: Task, data_dir: Path | None) -> Task:
         StudyOptionError: ``--data-dir`` for a task that reads no files, or a file task
             with neither (the message says where its files come from).
     """
+    if data_dir is not None:
+        try:
+            check_path_text(data_dir, "--data-dir")
+        except OutputPathError as error:
+            raise StudyOptionError(str(error)) from None
     if not task.reads_files:
         if data_dir is not None:
             raise StudyOptionError(f"--data-dir: task {task.name!r} reads no files (it is generated); drop --data-dir")

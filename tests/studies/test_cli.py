@@ -51,7 +51,7 @@ def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
         ),
         (["lra_sharing", "--storage", "not a url"], "storage URL 'not a url' is not a database URL"),
         (["lra_sharing", "--storage", "sqlite://"], "SQLite needs a file"),
-        (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be a number > 0"),
+        (["lra_sharing", "--cpus-per-trial", "0"], "--cpus-per-trial must be a number >= 0.0001"),
         (["lra_sharing", "--trial-memory", "0"], "--trial-memory must be a number of GiB of at least"),
         (["lra_sharing", "--trial-memory", "1e6"], r"--trial-memory 1000000.0 GiB is more than this machine has \(\d+"),
         ([], "the study name is required"),
@@ -95,6 +95,11 @@ def test_help_explains_every_option_with_its_default() -> None:
     ("argv", "message"),
     [
         (["lra_sharing", "--address", "127.0.0.1:1"], r"cannot reach the Ray cluster at --address 127.0.0.1:1"),
+        (["lra_sharing", "--address", "ray://127.0.0.1:1"], r"cannot reach the Ray cluster at --address ray://127.0.0.1:1"),
+        # what is no Ray address is refused as such, before anything is written
+        (["lra_sharing", "--address", "http://127.0.0.1:8265"], r"is not a Ray address.*a dashboard's, which `ray job submit`"),
+        (["lra_sharing", "--address", "not an address"], r"--address not an address is not a Ray address"),
+        (["lra_sharing", "--address", ":6379"], r"is not a Ray address"),
         (
             ["lra_sharing", "--storage", "postgresql+psycopg://bob:s3cret@127.0.0.1:1/optuna"],
             r"storage URL 'postgresql\+psycopg://bob:\*\*\*@127.0.0.1:1/optuna': cannot open the database",
