@@ -12,7 +12,7 @@ study: $(INSTALLED)  ## the main job: lra_sharing's quick preset on local Ray, S
 test: lint  ## lint, then the test suite (the drills aside)
 	$(VENV)/bin/python -m pytest -q --durations=20
 
-drills: $(INSTALLED)  ## the fault and cluster drills: real drivers, workers and Ray nodes killed or stopped
+drills: $(INSTALLED)  ## the long drills: real drivers, workers and Ray nodes killed or stopped, several drivers, a cold compile
 	$(VENV)/bin/python -m pytest -q -m drill --durations=10
 
 lint: $(INSTALLED)  ## ruff's lint and format checks

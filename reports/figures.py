@@ -237,11 +237,11 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
             col=column,
         )
     figure.update_yaxes(title_text=plain(measured.label), row=1, col=1)
-    dashed = f" (dashed: {plain(reference[1])})" if reference is not None else ""
+    dashed = f"<br>dashed: {plain(reference[1])}" if reference is not None else ""  # a second line: it fits the page
     figure.update_layout(
         title=f"Knob effects by family: one point per configuration searched, {plain(measured.label)}{dashed}",
         boxmode="group",
-        **LAYOUT,
+        **(LAYOUT | {"margin": LAYOUT["margin"] | {"t": 100}}),  # the title's two lines above the knobs' titles
     )
     return figure
 

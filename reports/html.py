@@ -9,6 +9,7 @@ provenance. Every string from the store is HTML-escaped.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +40,7 @@ from trainers.outputs import write_atomically
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1320px;padding:0 1em;color:#222}
 h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 .headline{font-size:1.2em;background:#f3f7fb;border-left:4px solid #1f77b4;padding:.7em 1em}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
@@ -75,7 +76,14 @@ def _figures_html(figures: list[tuple[str, go.Figure]], plotlyjs: PlotlyJs) -> l
 
 def table_html(table: pd.DataFrame, empty: str) -> str:
     """A table frame as escaped HTML, or ``empty`` (a sentence) when it has no rows."""
-    return table.to_html(index=False, escape=True, na_rep="") if not table.empty else f"<p>{html.escape(empty)}</p>"
+    if table.empty:
+        return f"<p>{html.escape(empty)}</p>"
+    # a header may break after an underscore or a slash (generator_depth, FLOPs/example): the table fits the page
+    return re.sub(
+        r"<th>(.*?)</th>",
+        lambda m: "<th>" + m[1].replace("_", "_<wbr>").replace("/", "/<wbr>") + "</th>",
+        table.to_html(index=False, escape=True, na_rep=""),
+    )
 
 
 def report_html(

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from reports.results import StudyResults
-from reports.results.configurations import headline_figure, knob_text
+from reports.results.configurations import headline_figure, headline_value, knob_text
 from reports.results.frame import compared_knobs, search_runs
 from reports.results.fronts import family_fronts
 from reports.results.names import FLOPS
@@ -37,6 +37,9 @@ def _numbers_text(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+HEADLINE_COLUMN = "headline: fresh-seed mean [95% CI]"
+
+
 def fronts_frame(results: StudyResults) -> pd.DataFrame:
     """Each configuration on its family's front, or with fresh seeds: its headline figure (fresh-seed
     mean on the test split, 95% CI), the search run that chose it, its knobs and costs.
@@ -58,17 +61,29 @@ def fronts_frame(results: StudyResults) -> pd.DataFrame:
         rows.append(
             {
                 "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
-                "headline (fresh seeds, 95% CI)": headline_figure(row, measured),
+                HEADLINE_COLUMN: headline_value(row, measured),
+                "fresh seeds": f"{row['seeds']} ({row['judged_on']})" if row["seeds"] else "0",
                 f"search run ({measured.label})": f"{search:.{measured.decimals}f} (trial {row['number']})",
                 **{name: knob_text(row.get(name)) for name in knobs},
                 "FLOPs/example": f"{row[FLOPS]:.3g}",
-                "parameters": knob_text(row["parameters"]),
+                "parameters": _count(row["parameters"]),
                 "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
                 "trials": _numbers_text(list(row["numbers"])),
             }
         )
     table = pd.DataFrame(rows)
     return table.loc[:, (table != "").any()]
+
+
+def _count(value: object) -> str:
+    """A count compactly: 54.1k, 2.35M (blank where there is none)."""
+    number = pd.to_numeric(value, errors="coerce")
+    if pd.isna(number):
+        return ""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(number) >= size:
+            return f"{number / size:.3g}{suffix}"
+    return f"{number:.0f}"
 
 
 def _number(value: float, decimals: int) -> str:

@@ -29,7 +29,7 @@ from trainers.train import PRECISIONS
 
 EPILOG = """examples:
   python -m studies.run lra_sharing                       # the quick preset, local Ray, SQLite store
-  python -m studies.run lra_sharing --preset smoke        # a whole study in about 25 s on 2 cores
+  python -m studies.run lra_sharing --preset smoke        # a whole study in about a minute on 2 cores
   python -m studies.run lra_sharing --plan                # what a run would do and cost; writes nothing
   python -m studies.run lra_sharing --fix num_heads=4     # pin a knob (a separate study)
   optuna-dashboard sqlite:///runs/optuna.db               # browse the store

@@ -121,9 +121,16 @@ def headline_figure(row: pd.Series, measured: Quality) -> str:
     """A configuration's headline figure: its fresh-seed mean on the judging split, with its 95% interval."""
     if not row["seeds"]:
         return "no fresh seeds"
-    interval = "" if pd.isna(row["ci_low"]) else f" [{measured.shown(row['ci_low'])}, {measured.shown(row['ci_high'])}]"
     split = measured.test_label if row["judged_on"] == "test" else measured.label
-    return f"{measured.shown(row['mean'])}{interval} {split} over {row['seeds']} fresh seeds"
+    return f"{headline_value(row, measured)} {split} over {row['seeds']} fresh seeds"
+
+
+def headline_value(row: pd.Series, measured: Quality) -> str:
+    """The headline figure's numbers alone (a table's cell): the fresh-seed mean and its 95% interval; - without seeds."""
+    if not row["seeds"]:
+        return "-"
+    interval = "" if pd.isna(row["ci_low"]) else f" [{measured.shown(row['ci_low'])}, {measured.shown(row['ci_high'])}]"
+    return f"{measured.shown(row['mean'])}{interval}"
 
 
 def knob_text(value: object) -> str:

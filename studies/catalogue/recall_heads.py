@@ -44,7 +44,7 @@ generator depth.
     presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
         "smoke": replace(
             CROSS_HEAD.preset("smoke"),
-            description="a whole study in about 30 s on 2 CPU cores (what the tests run)",
+            description="a whole study in about a minute on 2 CPU cores (what the tests run)",
             domains=choices(
                 d_model=(32,),
                 num_heads=(1, 2),

@@ -17,6 +17,7 @@ import pytest
 from reports.__main__ import main
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
+from reports.tables import HEADLINE_COLUMN
 from storage import open_storage
 from studies.engine.options import RunOptions
 from tests.conftest import SMOKE_STUDY
@@ -111,7 +112,7 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     assert len(verdict) == len(results.verdict.comparisons) > 0
     assert verdict["compared"].tolist() == [c.family for c in results.verdict.comparisons]
     page = (tmp_path / "r.html").read_text()
-    for headline in fronts["headline (fresh seeds, 95% CI)"]:  # one figure per configuration, the page's too
+    for headline in fronts[HEADLINE_COLUMN]:  # one figure per configuration, the page's too
         assert headline in page
     assert all((fronts[column] != "").any() for column in fronts.columns)  # no column empty in every row
     text = markdown.read_text()

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 
 from studies import catalogue as registry
 from studies.catalogue.tasks import ReleaseTask
+from studies.engine.options import RunOptions, check_options
 from studies.run import main
 from trainers.data.listops import ListOpsSpec, write_release
 
@@ -84,20 +85,25 @@ def test_data_dir_for_a_generated_task_is_refused(files_study: Path, capsys: pyt
     assert not any(files_study.iterdir())
 
 
-@pytest.mark.parametrize("given_by", ["option", "environment"])
-def test_a_study_of_release_files_trains_every_trial_on_them(
-    files_study: Path, given_by: str, local_ray, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_study_of_release_files_trains_every_trial_on_them(files_study: Path, local_ray) -> None:
     data = files_study / "somewhere" / "lra_release"
     write_release(SMOKE_DATA, data / "listops-1000")
     url = f"sqlite:///{files_study / 'store.db'}"
-    argv = [FILES_STUDY.name, "--storage", url, "--trials", "3", "--repeat-seeds", "0"]
-    if given_by == "option":
-        argv += ["--data-dir", os.path.relpath(data)]
-    else:
-        monkeypatch.setenv("LRA_DATA_DIR", str(data))
+    argv = [FILES_STUDY.name, "--storage", url, "--trials", "3", "--repeat-seeds", "0", "--data-dir", os.path.relpath(data)]
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0
     trials = optuna.load_study(study_name=FILES_STUDY.store_name("smoke"), storage=url).get_trials()
     assert len(trials) == 3 and all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     assert all(t.user_attrs["task"] == {"task": "lra_listops", "source": "lra_release", "data_dir": str(data)} for t in trials)
+
+
+def test_the_files_come_from_lra_data_dir_unless_the_option_names_others(files_study: Path, monkeypatch) -> None:
+    """The run's task is what its workers read (the study above shows it reaching every trial)."""
+    data, other = files_study / "lra_release", files_study / "other"
+    for folder in (data, other):
+        write_release(SMOKE_DATA, folder / "listops-1000")
+    monkeypatch.setenv("LRA_DATA_DIR", str(data))
+    described = check_options(FILES_STUDY, RunOptions(), local_resources=False).preset.task.describe()
+    assert described == {"task": "lra_listops", "source": "lra_release", "data_dir": str(data)}
+    named = check_options(FILES_STUDY, RunOptions(data_dir=other), local_resources=False).preset.task.describe()
+    assert named["data_dir"] == str(other)

@@ -25,6 +25,7 @@ def test_smoke_study_on_postgresql(postgres_url: str, local_ray, tmp_path: Path,
     assert not list(tmp_path.glob("runs/*.writer-lock"))  # PostgreSQL needs no single-writer lock
 
 
+@pytest.mark.drill  # make drills: two drivers, each with its own Ray, share one study (a cluster's case)
 def test_two_drivers_share_one_postgresql_study(postgres_url: str, tmp_path: Path) -> None:
     import subprocess
 

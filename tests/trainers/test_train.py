@@ -127,6 +127,7 @@ def test_compiled_graphs_keep_running_after_the_first_steps(tmp_path: Path, monk
     assert seen[0] > 0 and seen[0] < seen[1] < seen[2]  # compiled graphs run in every stretch of training, after step 2 too
 
 
+@pytest.mark.drill  # make drills: two fresh processes compile, the first from an empty cache (about 110 s on 2 cores)
 def test_compile_seconds_are_recorded_and_left_out_of_the_throughput(tmp_path: Path) -> None:
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     eager = train(listops_model("mha"), TrainConfig(steps=6, batch_size=8, eval_every=6, device="cpu"), splits).metrics
