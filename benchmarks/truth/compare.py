@@ -34,7 +34,7 @@ from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, r
 from benchmarks.truth.table import TableError, load, table_path
 from benchmarks.truth.truth import configurations, true_verdict
 from studies.catalogue import get_study
-from studies.catalogue.schema import Search
+from studies.catalogue.schema import Preset, Search, Study
 from trainers.outputs import write_atomically
 
 STRATEGIES = {
@@ -71,17 +71,21 @@ def replays_path(table: Path) -> Path:
     return table.with_name(f"{table.stem}-replays.csv")
 
 
-def run_replays(
-    table_file: Path, names: list[str], replays: int, study: str = "lra_sharing", preset: str = "quick"
-) -> pd.DataFrame:
+def run_replays(table_file: Path, names: list[str], replays: int, definition: Study, preset: Preset) -> pd.DataFrame:
     """Replay ``replays`` studies (seeds 0, 1, ...) of each strategy named, keeping each as it ends.
+
+    Args:
+        table_file: The table (its replays are kept beside it: ``replays_path``).
+        names: Strategies (``STRATEGIES``).
+        replays: Studies of each (GPSampler's: at most ``COSTLY_REPLAYS``).
+        definition: The study the table is of.
+        preset: Its budget, whose space the table covers.
 
     Returns:
         Every replay of the strategies named (the file's and the new ones), one row each.
     """
     table = load(table_file)
-    definition = get_study(study)
-    replayed = replay_preset(definition.preset(preset), table)
+    replayed = replay_preset(preset, table)
     truth, configs = true_verdict(table), configurations(table)
     path = replays_path(table_file)
     version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
@@ -164,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
-        frame = run_replays(args.table, names, args.replays)
+        definition = get_study("lra_sharing")
+        frame = run_replays(args.table, names, args.replays, definition, definition.preset("quick"))
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

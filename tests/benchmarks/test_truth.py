@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.truth.build import import_rows
+from benchmarks.truth.compare import replays_path, run_replays
 from benchmarks.truth.replay import (
     Strategy,
     agreement,
@@ -166,3 +167,21 @@ def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(commit
         tried = _configurations_tried(replay(definition, preset, committed, plain, seed).frame, "DAMCHA (cross)", committed.knobs)
         repeated_without += len(set(tried)) < len(tried)
     assert repeated_without  # the test could fail: plain random search repeats configurations here
+
+
+def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Table, tmp_path: Path) -> None:
+    definition, preset = slice_study_and_preset()
+    path = tmp_path / "slice.csv"
+    write(committed.rows, committed.provenance, path)
+    name = "random untried, no early stopping"
+    first = run_replays(path, [name], 2, definition, preset)
+    assert first["seed"].tolist() == [0, 1] and first["agrees"].map(type).eq(bool).all()
+    kept = pd.read_csv(replays_path(path))
+    again = run_replays(path, [name], 3, definition, preset)  # one more: the two kept are not replayed
+    assert again["seed"].tolist() == [0, 1, 2]
+    assert again["replay_seconds"].tolist()[:2] == kept["replay_seconds"].tolist()
+    changed = committed.rows.copy()
+    changed.loc[0, "wall_seconds"] += 1.0
+    write(changed, committed.provenance, path)  # the table changed: its replays are redone
+    redone = run_replays(path, [name], 1, definition, preset)
+    assert len(pd.read_csv(replays_path(path))) == 1 and redone["table"].iloc[0] != kept["table"].iloc[0]
