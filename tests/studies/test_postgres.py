@@ -83,3 +83,32 @@ def test_a_killed_driver_s_trials_are_retried_at_once_by_the_next_run(postgres_u
     assert all(t.state == TrialState.FAIL and "driver's process has exited" in t.user_attrs["error"] for t in failed.values())
     retried = {t.user_attrs.get("retry_of") for t in trials}
     assert set(left) <= retried and all(t.state != TrialState.WAITING for t in trials)  # each retried in this run
+
+
+def test_a_driver_waiting_for_another_s_study_lock_says_so_and_goes_on_when_it_is_free(postgres_url: str) -> None:
+    """The class of item 7's silent wait: a driver that finds the study's lock held (another driver asking, or
+    paused while asking) says so before it waits, then takes the lock once it is let go."""
+    import threading
+
+    from storage import StudyLock
+
+    said: list[str] = []
+    holder, waiter = (
+        StudyLock(postgres_url, "locked-study"),
+        StudyLock(postgres_url, "locked-study", on_wait=lambda: said.append("wait")),
+    )
+    other = StudyLock(postgres_url, "another-study", on_wait=lambda: said.append("other"))
+    taken = threading.Event()
+
+    def take() -> None:
+        with waiter.held():
+            taken.set()
+
+    with holder.held():
+        with other.held():  # another study's lock is another lock: free
+            pass
+        thread = threading.Thread(target=take)
+        thread.start()
+        assert not taken.wait(2.0) and said == ["wait"]  # it said so, and waits
+    thread.join(timeout=30)
+    assert taken.is_set() and said == ["wait"]  # let go: it took the lock, once
