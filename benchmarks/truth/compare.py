@@ -2,6 +2,7 @@
 
     python -m benchmarks.truth.compare                        # 100 replays of each strategy on lra_sharing's table
     python -m benchmarks.truth.compare --replays 20 --only random
+    python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
 written as it ends, with the table's content hash: re-running the same command replays only what
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replays", type=int, default=100, help="studies replayed per strategy (seeds 0 .. N-1)")
     parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
     parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
+    parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (docs/truth.md's)")
     args = parser.parse_args(argv)
     names = [name for name in STRATEGIES if not args.only or any(part in name for part in args.only)]
     if not names:
@@ -173,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    table = summary(frame, args.horizon).set_index("strategy")
+    if args.markdown:
+        print(table.to_markdown())
+        return 0
     with pd.option_context("display.max_columns", None, "display.width", 250):
-        print(summary(frame, args.horizon).set_index("strategy").T.to_string())
+        print(table.T.to_string())
     return 0
 
 

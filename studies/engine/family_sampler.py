@@ -100,8 +100,8 @@ class FamilySampler(optuna.samplers.BaseSampler):
         return self._samplers[family], view
 
     def _open(self, study: optuna.Study, trial: FrozenTrial, chosen: Mapping[str, Any]) -> list[Mapping[str, Value]] | None:
-        """The family's configurations that no earlier trial of it took and that agree with ``chosen``;
-        None when untried sampling is off or the family has no finite space."""
+        """The family's configurations that no earlier trial of it took (seed repeats, failed and infeasible
+        trials count; named points do not) and that agree with ``chosen``; None when untried sampling is off."""
         grid = (self._untried or {}).get(_family(trial))
         if grid is None:
             return None
