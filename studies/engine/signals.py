@@ -7,7 +7,8 @@ as it was, and the command exits ``exit_code()``: ``128 + signal`` (143 for SIGT
 SIGHUP), 130 for Ctrl-C. The signal is remembered here, not carried by the exception: raised
 inside a Ray call, it comes back out of Ray's core worker as a plain ``KeyboardInterrupt``.
 Ray's ``ray.init`` installs its own SIGTERM handler, which exits at once; ``stop_on_signals``
-is called again after it.
+is called again after it. Ray Tune takes SIGUSR1 for itself (its run ends early); a run that Tune
+ended before its trials did is stopped the same way (``stopped_by``, exit 138).
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ def stop_on_signals() -> None:
             signal.signal(each, _stop)
 
 
+def stopped_by(signum: signal.Signals) -> None:
+    """Remember a stopping signal that another handler took (Ray Tune's, for SIGUSR1): the run exits as for ours."""
+    if not _received:
+        _received.append(signal.Signals(signum))
+
+
 def stop_cause() -> str:
-    """What stopped the run: ``SIGTERM``, ``SIGHUP``, or ``Ctrl-C``."""
+    """What stopped the run: ``SIGTERM``, ``SIGHUP``, ``SIGUSR1``, or ``Ctrl-C``."""
     return _received[0].name if _received else "Ctrl-C"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from studies.engine.options import TrialResources
 from studies.engine.progress import ProgressLine
 from studies.engine.queue import HEARTBEAT_INTERVAL_S
 from studies.engine.scheduler import EarlyStopping
-from studies.engine.signals import stop_cause
+from studies.engine.signals import stop_cause, stopped_by
 from studies.engine.trainable import run_trial
 from trainers.outputs import TUNE_DIR
 
@@ -112,8 +113,8 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
     stopping (``EarlyStopping``; seed repeats and named points are never stopped).
 
     Raises:
-        KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP (``studies.engine.signals``); the running trials were
-            failed first (``Ledger.interrupt``).
+        KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP (``studies.engine.signals``) or SIGUSR1 (Ray Tune's
+            own signal to stop a run); the running trials were failed first (``Ledger.interrupt``).
     """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
@@ -142,3 +143,7 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP
         ledger.interrupt(stop_cause())
         raise
+    if not ledger.done():  # Tune returned before the trials ended: its own SIGUSR1 handler stops a run (tune.py)
+        stopped_by(signal.SIGUSR1)
+        ledger.interrupt(stop_cause())
+        raise KeyboardInterrupt(stop_cause())

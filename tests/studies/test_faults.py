@@ -202,14 +202,14 @@ INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C:
 
 @pytest.mark.parametrize(
     ("stop", "code"),
-    [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)],
-    ids=["ctrl-c", "sigterm"],
+    [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGUSR1, 128 + signal.SIGUSR1)],
+    ids=["ctrl-c", "sigterm", "sigusr1"],  # SIGUSR1: Ray Tune's own stop signal, which ended a run with exit 0
 )
 def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_report(
     tmp_path: Path, stop: signal.Signals, code: int, faulted_run: dict
 ) -> None:
     """The class of signals that stop a run (Ctrl-C; timeout, systemd, Slurm, Kubernetes; a closed terminal:
-    SIGHUP takes SIGTERM's handler, ``test_sighup_takes_the_same_path_as_sigterm``)."""
+    SIGHUP takes SIGTERM's handler, ``test_sighup_takes_the_same_path_as_sigterm``; Ray Tune's SIGUSR1)."""
     shutil.copytree(faulted_run["root"], tmp_path, dirs_exist_ok=True)  # a finished study, its report and its data
     url = f"sqlite:///{tmp_path / 'store.db'}"
     report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
