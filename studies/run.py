@@ -190,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("the study name is required (see --list)")
-    if twice := sorted({name for name, _ in args.fix if sum(other == name for other, _ in args.fix) > 1}):
-        values = {name: [str(value) for other, value in args.fix if other == name] for name in twice}
-        shown = "; ".join(f"{name}: {', '.join(given)}" for name, given in values.items())
+    given: dict[str, list[str]] = {}
+    for name, value in args.fix:
+        given.setdefault(name, []).append(str(value))
+    if twice := {name: values for name, values in sorted(given.items()) if len(values) > 1}:
+        shown = "; ".join(f"{name}: {', '.join(values)}" for name, values in twice.items())
         parser.error(f"argument --fix: each knob once, got {shown}")
     if not args.plan:
         prepare_ray_environment(args.address)
