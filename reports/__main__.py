@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.png:
             print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
-        parser.error(f"cannot write {error.filename or output}: {error.strerror or error}; free space there, or pass another -o")
+        parser.error(f"cannot write {error.filename or output}: {error.strerror or error}; free space there or give another path")
     print(f"report: {path}", file=said)
     return 0
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from storage import on_read_only_medium
 from trainers.outputs import REPORTS_DIR
 
 
@@ -99,5 +100,7 @@ def _check_folder(folder: Path, option: str, named: Path) -> None:
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
         raise OutputPathError(f"{option} {named}: {existing} is a file, so no folder can be made there")
+    if on_read_only_medium(existing):  # even for root, whom permissions do not stop
+        raise OutputPathError(f"{option} {named}: {existing} is on a read-only file system; choose another path")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputPathError(f"{option} {named}: this user cannot write in {existing}; choose another path")

@@ -9,6 +9,7 @@ Optuna supports (PostgreSQL on a cluster) is passed through.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -201,10 +202,11 @@ def single_writer(url: str) -> Iterator[None]:
                 f"another driver (pid {holder}) is running a study on the SQLite store {masked_url(url)}; SQLite is safe "
                 "with one writing driver: wait for it, use another --storage file, or use PostgreSQL for several drivers"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        try:  # unbuffered: nothing is left to flush (and fail again) when the file closes
+            os.ftruncate(handle.fileno(), 0)
+            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
+        except OSError as error:  # a full disk: the pid needs a block
+            raise OSError(error.errno, error.strerror, str(path)) from error
         try:
             yield
         finally:
@@ -275,6 +277,29 @@ def _sqlite_file(database: str, uri: bool) -> Path:
     return Path(database)
 
 
+def full_disk(error: BaseException) -> str | None:
+    """What ran out of space, when an exception (or one in its chain of causes) says a disk is full.
+
+    Args:
+        error: An exception a run raised: Optuna's ``StorageInternalError`` wraps the database's.
+
+    Returns:
+        ``"the store"`` for SQLite's SQLITE_FULL ("database or disk is full") or PostgreSQL's
+        ``disk_full`` (its server's disk); the file an ``ENOSPC`` OSError names, ``""`` for one that
+        names none; None when no disk is full.
+    """
+    chain: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(isinstance(c, psycopg.errors.DiskFull) or getattr(c, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL for c in chain):
+        return "the store"
+    full = [c for c in chain if isinstance(c, OSError) and c.errno == errno.ENOSPC]
+    named = [str(c.filename) for c in full if c.filename]
+    return named[0] if named else "" if full else None
+
+
 def store_files(url: str) -> list[Path]:
     """The files that make up a SQLite store, every symbolic link resolved: the database, its rollback
     journal, write-ahead log and shared memory, and the writer lock (none for other databases).
@@ -323,7 +348,7 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             "write-ahead log (and corrupt the store), and a second driver would not meet this one's writer lock; "
             "keep one name (remove the other links), or pass another --storage file"
         )
-    if on_read_only_medium(path):
+    if on_read_only_medium(path.parent):
         if writing:
             raise StorageURLError(
                 f"the SQLite store {path} is on a read-only file system: a study writes its trials there; copy it to "
@@ -361,9 +386,10 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
         )
 
 
-def on_read_only_medium(path: Path) -> bool:
-    """Whether ``path``'s file system is mounted read-only (a write-ahead log cannot be read there as usual)."""
-    return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+def on_read_only_medium(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` is mounted read-only (where a write-ahead log cannot be read as usual,
+    and where no permission lets anything be written)."""
+    return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
 
 
 def _reading_uri(path: Path) -> str:
@@ -371,7 +397,7 @@ def _reading_uri(path: Path) -> str:
     where SQLite cannot create a write-ahead log's index: read-only with the log and index that are
     there, or, when the store was closed cleanly (no log left), as an immutable file."""
     quoted = urllib.parse.quote(str(path))
-    if not on_read_only_medium(path):
+    if not on_read_only_medium(path.parent):
         return f"file:{quoted}?mode=rw"
     return f"file:{quoted}?mode=ro" if Path(f"{path}-wal").exists() else f"file:{quoted}?mode=ro&immutable=1"
 
@@ -396,7 +422,7 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(url)
         check_sqlite_store(path, writing=not read_only)
-        if read_only and on_read_only_medium(path):  # read as an immutable file: see _reading_uri
+        if read_only and on_read_only_medium(path.parent):  # read as an immutable file: see _reading_uri
             connect = f"sqlite:///{_reading_uri(path)}&uri=true"
         if not read_only:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

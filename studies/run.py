@@ -18,13 +18,22 @@ from pathlib import Path
 
 from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
-from storage import DEFAULT_STORAGE_URL, STORAGE_URL_VARIABLE, StorageURLError, StoreBusyError
+from storage import (
+    DEFAULT_STORAGE_URL,
+    STORAGE_URL_VARIABLE,
+    StorageURLError,
+    StoreBusyError,
+    full_disk,
+    masked_url,
+    resolve_storage_url,
+)
 from studies.catalogue import STUDIES, SUITES, get_runnable
 from studies.catalogue.schema import Suite
-from studies.engine.options import LOCAL_ADDRESS
+from studies.engine.options import LOCAL_ADDRESS, LOCAL_ONLY_VARIABLE
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.naming import UnknownNameError
+from trainers.outputs import TUNE_DIR
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -63,12 +72,6 @@ def _integer_from(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-# Ray reads this when imported. Off, a node takes the loopback address as its own, and the
-# GCS, raylet, workers and agents it starts then listen on loopback alone (checked with
-# Ray 2.60; `_node_ip_address="127.0.0.1"` is turned back into the machine's address).
-LOCAL_ONLY_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def prepare_ray_environment(address: str | None) -> None:
@@ -240,6 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 3
+    except Exception as error:  # a disk filled during the run (the store's, Ray Tune's folder): no bug to show
+        if (full := full_disk(error)) is None:
+            raise
+        if full == "the store":
+            full = f"the store {masked_url(resolve_storage_url(options.storage))}"
+        full = full or f"a folder this run writes (Ray Tune's {TUNE_DIR}, the data cache)"  # the library named none
+        parser.error(
+            f"no space left on the disk of {full}: free space there, then run the same command again (the finished "
+            "trials are in the store; the running ones are retried)"
+        )
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (studies.engine.signals)
         print(
             f"interrupted ({stop_cause()}): the finished trials are in the store, the stopped ones marked failed; "

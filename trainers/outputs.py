@@ -24,26 +24,37 @@ COMPILE_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 CHOSEN_COMPILE_CACHE = os.environ.get(COMPILE_CACHE_VARIABLE) or None
 
 
-def write_atomically(path: Path, text: str) -> Path:
+def write_atomically(path: Path, content: str | bytes) -> Path:
     """Write a temporary file beside ``path``, then rename it: a reader never sees half a
     file, and a failed write leaves nothing behind. The file is its owner's alone (0600).
 
     Args:
         path: The file to write.
-        text: Its whole content.
+        content: Its whole content: text (UTF-8) or bytes (an image).
 
     Returns:
         ``path``.
 
     Raises:
-        OSError: the folder cannot be created or written (the temporary file is removed).
+        OSError: the folder cannot be created or written (the temporary file is removed); its
+            ``filename`` is ``path``, whichever file the system named.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
+    try:
+        if isinstance(content, bytes):
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(content)
+        else:
+            with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+                handle.write(content)
         os.replace(partial, path)
+    except OSError as error:  # a full disk shows up as the temporary file's, or as no file at all
+        Path(partial).unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from error
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise

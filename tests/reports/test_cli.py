@@ -214,5 +214,15 @@ study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=3)
         assert stopped.value.code == 2
         error = capsys.readouterr().err
         assert "is on a read-only file system" in error and "damaged" not in error
+        # outputs onto the read-only medium: named as such (root, whom no permission stops, is told so too)
+        with pytest.raises(SystemExit) as stopped:
+            main(["plain", "--storage", url, "-o", str(mounted / "page.html")])
+        assert stopped.value.code == 2
+        with pytest.raises(SystemExit) as stopped:
+            new_store = f"sqlite:///{tmp_path / 'new.db'}"
+            run(["lra_sharing", "--preset", "smoke", "--storage", new_store, "--data-cache", str(mounted)])
+        assert stopped.value.code == 2
+        errors = capsys.readouterr().err
+        assert errors.count(f"{mounted} is on a read-only file system; choose another path") == 2, errors
     finally:
         subprocess.run(["umount", "--lazy", str(mounted)], check=True)  # lazy: this process may still hold the file

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -243,3 +244,40 @@ def test_address_auto_without_a_live_cluster_fails_within_seconds(
     )
     assert expected in error
     assert not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.parametrize("form", ["host:port", "ray://host:port"])
+def test_an_address_where_something_answers_but_no_driver_joins_fails_within_the_join_check(
+    form: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class of a port that answers and then never lets the driver in (another program's server, a head on
+    loopback alone, a cluster refusing the token: the drill in ``test_cluster.py``). Ray itself retries such an
+    address for minutes; the run is refused, naming it, before its store is written."""
+    import socket
+    import threading
+
+    from studies.engine import options
+
+    monkeypatch.setattr(options, "JOIN_CHECK_S", 8)  # the check's own bound, shortened for the test
+    server = socket.create_server(("", 0))  # every interface: Ray turns 127.0.0.1 into this machine's address
+    held: list[socket.socket] = []  # accepted and never answered, as a server of another protocol would
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    port = server.getsockname()[1]
+    address = f"127.0.0.1:{port}" if form == "host:port" else f"ray://127.0.0.1:{port}"
+    store = tmp_path / "store.db"
+    try:
+        started = time.monotonic()
+        code, error = exit_code_and_error(["lra_sharing", "--address", address, "--storage", f"sqlite:///{store}"], capsys)
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+    assert code == 2 and time.monotonic() - started < 8 + 20  # the check's bound, and Python and Ray starting
+    assert re.search(rf"(something answers at|cannot join the Ray cluster at) --address {re.escape(address)}", error), error
+    assert "Traceback" not in error and not store.exists()

@@ -143,3 +143,40 @@ def test_the_cluster_recipe_runs_a_job_whose_password_is_in_postgresql_s_passwor
         monkeypatch.setenv("PGPASSFILE", str(pgpass))  # this process reads the store as a machine with the file would
         trials = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
         assert len(trials) == 6 and (tmp_path / "report.html").is_file()
+
+
+def test_a_cluster_that_refuses_the_driver_s_token_is_refused_within_seconds(tmp_path: Path) -> None:
+    """A head in token mode, and drivers with a wrong token or none: each exits 2 naming the token, before its
+    store is written (Ray itself gives up after about 20 s with a ConnectionError, exit 1)."""
+    import shutil
+    import tempfile
+
+    from tests.processes import start_ray_node, stop_ray_node
+
+    folder = tempfile.mkdtemp(prefix="ray-token-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    head = start_ray_node(folder, tmp_path / "start.log", environment={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "c" * 32})
+    home = tmp_path / "home"  # no ~/.ray/auth_token there
+    home.mkdir()
+    drivers = {
+        "a wrong token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "w" * 32},
+        "no token": {"HOME": str(home)},
+    }
+    try:
+        for label, variables in drivers.items():
+            store = tmp_path / f"{label}.db"
+            environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | variables
+            started = time.monotonic()
+            result = subprocess.run(
+                smoke_study_command("--address", head["address"], "--storage", f"sqlite:///{store}"),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=environment,
+            )
+            assert result.returncode == 2, (label, result.stderr[-2000:])
+            assert "refused this driver's token" in result.stderr and "Traceback" not in result.stderr, label
+            assert time.monotonic() - started < 60 and not store.exists(), label
+    finally:
+        stop_ray_node(folder)
+        shutil.rmtree(folder, ignore_errors=True)

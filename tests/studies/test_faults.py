@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import json
@@ -262,3 +263,39 @@ def test_sighup_takes_the_same_path_as_sigterm(stop: signal.Signals) -> None:
     )
     stopped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert (stopped.returncode, stopped.stdout.strip()) == (128 + stop, stop.name), stopped.stderr
+
+
+def test_a_store_whose_disk_fills_mid_run_exits_2_and_the_same_command_finishes_the_study_once_freed(
+    tmp_path: Path,
+) -> None:
+    """The store's disk fills while trials train (SQLite's "database or disk is full" inside a Ray Tune callback):
+    one sentence, exit 2; freed, the same command retries what was running and counts nothing twice."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("this machine lets this user mount nothing (a tmpfs needs root)")
+    url = f"sqlite:///{disk / 'store.db'}"
+    filler = disk / "filler"
+    try:
+        driver = start_driver(tmp_path, url)
+        for line in driver.stdout:  # the first finished trial: others are training
+            if " · complete · " in line:
+                break
+        with contextlib.suppress(OSError), filler.open("wb") as fill:
+            while True:
+                fill.write(b"\0" * 65536)
+                fill.flush()
+        output = driver.stdout.read()
+        assert driver.wait(timeout=300) == 2, output[-3000:]
+        assert "no space left on the disk of the store" in output and "Traceback" not in output, output[-3000:]
+        filler.unlink()
+        rerun = start_driver(tmp_path, url)
+        output, _ = rerun.communicate(timeout=300)
+        assert rerun.returncode == 0, output[-3000:]
+        trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
+        assert not [t for t in trials if t.state == TrialState.RUNNING]
+        assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 6
+        for failed in (t for t in trials if t.state == TrialState.FAIL):  # what was running: retried once
+            assert len([t for t in trials if t.user_attrs.get("retry_of") == failed.number]) == 1
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)
