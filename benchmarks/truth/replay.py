@@ -166,7 +166,9 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         outcomes,
         rng,
         preset.parallel_trials,
-        on_end=lambda hours: curve.append((hours, truth.found_share(study, outcomes))),
+        # What was found is never lost: the running maximum keeps the re-summed area's rounding (an ulp) from
+        # making the curve fall.
+        on_end=lambda hours: curve.append((hours, max(truth.found_share(study, outcomes), curve[-1][1] if curve else 0.0))),
     )
     repeats = plan_repeats(study, preset.repeat_seeds) if preset.repeat_seeds else 0
     repeat_hours = _simulate(ledger(0), outcomes, rng, preset.parallel_trials) if repeats else 0.0
