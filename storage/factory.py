@@ -277,16 +277,17 @@ def _sqlite_file(database: str, uri: bool) -> Path:
     return Path(database)
 
 
-def full_disk(error: BaseException) -> str | None:
+def full_disk(error: BaseException, url: str) -> str | None:
     """What ran out of space, when an exception (or one in its chain of causes) says a disk is full.
 
     Args:
         error: An exception a run raised: Optuna's ``StorageInternalError`` wraps the database's.
+        url: The run's storage URL.
 
     Returns:
-        ``"the store"`` for SQLite's SQLITE_FULL ("database or disk is full") or PostgreSQL's
-        ``disk_full`` (its server's disk); the file an ``ENOSPC`` OSError names, ``""`` for one that
-        names none; None when no disk is full.
+        ``the store <url, masked>`` for SQLite's SQLITE_FULL ("database or disk is full") or
+        PostgreSQL's ``disk_full`` (its server's disk); the file an ``ENOSPC`` OSError names, ``""``
+        for one that names none; None when no disk is full.
     """
     chain: list[BaseException] = []
     cause: BaseException | None = error
@@ -294,7 +295,7 @@ def full_disk(error: BaseException) -> str | None:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
     if any(isinstance(c, psycopg.errors.DiskFull) or getattr(c, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL for c in chain):
-        return "the store"
+        return f"the store {masked_url(url)}"
     full = [c for c in chain if isinstance(c, OSError) and c.errno == errno.ENOSPC]
     named = [str(c.filename) for c in full if c.filename]
     return named[0] if named else "" if full else None

@@ -24,7 +24,6 @@ from storage import (
     StorageURLError,
     StoreBusyError,
     full_disk,
-    masked_url,
     resolve_storage_url,
 )
 from studies.catalogue import STUDIES, SUITES, get_runnable
@@ -244,10 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 3
     except Exception as error:  # a disk filled during the run (the store's, Ray Tune's folder): no bug to show
-        if (full := full_disk(error)) is None:
+        if (full := full_disk(error, resolve_storage_url(options.storage))) is None:
             raise
-        if full == "the store":
-            full = f"the store {masked_url(resolve_storage_url(options.storage))}"
         full = full or f"a folder this run writes (Ray Tune's {TUNE_DIR}, the data cache)"  # the library named none
         parser.error(
             f"no space left on the disk of {full}: free space there, then run the same command again (the finished "

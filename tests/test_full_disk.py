@@ -105,7 +105,7 @@ def test_a_run_whose_store_is_on_a_full_disk_exits_2_in_one_sentence(
     argv = ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{store}", "--data-cache", str(tmp_path / "data")]
     code, error = _exit(run, argv, capsys)
     assert code == 2 and "Traceback" not in error, error
-    full = "store.db.writer-lock" if room == 0 else f"the store sqlite:///{store}"
-    assert f"no space left on the disk of {full if room else store.with_name(full)}" in error, error
+    full = store.with_name("store.db.writer-lock") if room == 0 else f"the store sqlite:///{store}"
+    assert f"no space left on the disk of {full}" in error, error
     assert "run the same command again" in error
     assert not store.exists() or store.stat().st_size == 0, store.stat().st_size  # no page of a study

@@ -39,23 +39,17 @@ def write_atomically(path: Path, content: str | bytes) -> Path:
         OSError: the folder cannot be created or written (the temporary file is removed); its
             ``filename`` is ``path``, whichever file the system named.
     """
+    partial = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, str(path)) from error
-    try:
-        if isinstance(content, bytes):
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(content)
-        else:
-            with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-                handle.write(content)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content.encode("utf-8") if isinstance(content, str) else content)
         os.replace(partial, path)
-    except OSError as error:  # a full disk shows up as the temporary file's, or as no file at all
-        Path(partial).unlink(missing_ok=True)
-        raise OSError(error.errno, error.strerror, str(path)) from error
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
+    except BaseException as error:
+        if partial is not None:
+            Path(partial).unlink(missing_ok=True)
+        if isinstance(error, OSError):  # a full disk names the temporary file, or no file at all
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     return path
