@@ -244,7 +244,7 @@ def check_ray_address(address: str) -> None:
         StudyOptionError: not a Ray address, no cluster recorded for ``auto``, or nothing listens there
             (checked within 5 seconds).
     """
-    shown = address
+    shown = joined = address  # the probe joins as the run will: ray.init("auto") finds the cluster's token itself
     if address == "auto":
         recorded = _ray_temp_dir() / "ray_current_cluster"
         try:
@@ -270,7 +270,7 @@ def check_ray_address(address: str) -> None:
             f"cannot reach the Ray cluster at --address {shown} ({error.strerror or error}); start its head with "
             "`ray start --head`, or check --address / RAY_ADDRESS"
         ) from None
-    check_ray_joins(address, shown, loopback=host in ("localhost", "::1") or host.startswith("127."))
+    check_ray_joins(joined, shown, loopback=host in ("localhost", "::1") or host.startswith("127."))
 
 
 JOIN_CHECK_S = 30  # a driver joins a live cluster in seconds; Ray itself retries a refusing one for minutes
@@ -286,7 +286,7 @@ def check_ray_joins(address: str, shown: str, *, loopback: bool) -> None:
     where this driver does not look (Ray turns a loopback address into this machine's).
 
     Args:
-        address: The address to join, ``auto`` already resolved.
+        address: The address to join, as the run passes it to ``ray.init``.
         shown: The address as the message names it.
         loopback: ``address`` names this machine by a loopback name.
 
