@@ -25,6 +25,7 @@ import math
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,32 +36,30 @@ from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, r
 from benchmarks.truth.table import TableError, load, table_path
 from benchmarks.truth.truth import configurations, true_verdict
 from studies.catalogue import get_study
-from studies.catalogue.schema import Preset, Search, Study
+from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from trainers.outputs import write_atomically
 
+NONE, DOMINATED = "none", "dominated"  # stopping rules besides ASHA's median
 STRATEGIES = {
     strategy.name: strategy
     for strategy in (
-        Strategy("today: NSGA-II, ASHA per family"),
-        Strategy("NSGA-II, no early stopping", early_stopping=False),
-        Strategy("NSGA-II untried, ASHA per family", Search(untried=True)),
-        Strategy("NSGA-II untried, stopping the dominated", Search(untried=True, stopping_rule="dominated")),
-        Strategy("random, ASHA per family", Search("random")),
-        Strategy("random, no early stopping", Search("random"), early_stopping=False),
-        Strategy("random untried, ASHA per family", Search("random", untried=True)),
-        Strategy("random untried, no early stopping", Search("random", untried=True), early_stopping=False),
-        Strategy("random untried, stopping the dominated", Search("random", untried=True, stopping_rule="dominated")),
+        Strategy("today: NSGA-II, ASHA per family", NSGA2_WITH_ASHA),
+        Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule=NONE)),
+        Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
+        Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule=DOMINATED)),
+        Strategy("random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median")),
+        Strategy("random, no early stopping", Search("random", per_family=False, untried=False)),
+        Strategy("random untried, ASHA per family", Search("random", per_family=False, stopping_rule="median")),
+        Strategy("random untried, no early stopping", Search("random", per_family=False)),
+        Strategy("random untried, stopping the dominated", Search("random", per_family=False, stopping_rule=DOMINATED)),
         # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
-        Strategy("TPE (multivariate, grouped), no early stopping", Search("tpe"), early_stopping=False),
-        Strategy("TPE untried, no early stopping", Search("tpe", untried=True), early_stopping=False),
-        Strategy("TPE per family untried, no early stopping", Search("tpe", per_family=True, untried=True), early_stopping=False),
-        Strategy("GP, ASHA per family", Search("gp")),
-        Strategy("GP per family untried, ASHA per family", Search("gp", per_family=True, untried=True)),
-        Strategy("GP per family untried, no early stopping", Search("gp", per_family=True, untried=True), early_stopping=False),
-        Strategy(
-            "GP per family untried, stopping the dominated",
-            Search("gp", per_family=True, untried=True, stopping_rule="dominated"),
-        ),
+        Strategy("TPE (multivariate, grouped), no early stopping", Search("tpe", per_family=False, untried=False)),
+        Strategy("TPE untried, no early stopping", Search("tpe", per_family=False)),
+        Strategy("TPE per family untried, no early stopping", Search("tpe")),
+        Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median")),
+        Strategy("GP per family untried, ASHA per family", Search("gp", stopping_rule="median")),
+        Strategy("GP per family untried, no early stopping", Search("gp")),
+        Strategy("GP per family untried, stopping the dominated", Search("gp", stopping_rule=DOMINATED)),
     )
 }
 HYPERVOLUME_SHARE = 0.95

@@ -50,17 +50,14 @@ class Strategy:
     Attributes:
         name: How tables of replays name it.
         search: Its sampler, its switches and its early-stopping rule (``Preset.search``).
-        early_stopping: Whether the study's early stopping applies (False: every trial trains to the end).
     """
 
     name: str
-    search: Search = Search()
-    early_stopping: bool = True
+    search: Search
 
     def preset(self, preset: Preset) -> Preset:
         """The preset as this strategy runs it."""
-        preset = replace(preset, search=self.search)
-        return preset if self.early_stopping else replace(preset, grace_steps=preset.train.steps)
+        return replace(preset, search=self.search)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from search_space.knobs import KNOBS, RULES
 from search_space.space import SearchSpace
 from studies.catalogue.families import ACCURACY_AND_FLOPS, AUTHORS, DAMCHA_FAMILIES, MHA
-from studies.catalogue.schema import Preset, Study, choices
+from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Study, choices
 from studies.catalogue.tasks import ListOpsTask
 from trainers.data.listops import ListOpsSpec
 from trainers.train import TrainConfig
@@ -105,6 +105,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 ),
                 trials=6,
                 grace_steps=40,
+                search=NSGA2_WITH_ASHA,  # the engine's early stopping, in the tests' minute-long runs
                 repeat_seeds=2,
             ),
             QUICK,

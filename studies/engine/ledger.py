@@ -328,7 +328,10 @@ class Ledger:
         return sign * value < float(np.percentile([found for found, _ in others], (1 - 1 / REDUCTION_FACTOR) * 100))
 
     def _rungs(self) -> list[int]:
-        """The steps at which early stopping judges a trial: the grace period, then twice as long, ... below the last step."""
+        """The steps at which early stopping judges a trial: the grace period, then twice as long, ... below the
+        last step; none when the search has no stopping rule."""
+        if not self.preset.search.stops_early(self.preset.grace_steps, self.preset.train.steps):
+            return []
         rungs, rung = [], self.preset.grace_steps
         while rung < self.preset.train.steps:
             rungs.append(rung)

@@ -69,6 +69,7 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
     optuna_study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, preset.name == study.default_preset)  # short names read it
     optuna_study.set_user_attr("task", preset.task.describe())
     families = {family.label: dict(family.values) for family in study.families}
+    searched, stops = not preset.exhaustive_seeds, (preset.grace_steps, preset.train.steps)
     optuna_study.set_user_attr(
         "budget",
         {
@@ -77,8 +78,8 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
             "trials_per_family": run.trials / len(families),
             "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
             "steps_per_trial": preset.train.steps,
-            "early_stopping_grace_steps": None if preset.exhaustive_seeds else preset.grace_steps,
-            "search": None if preset.exhaustive_seeds else preset.search.describe(preset.grace_steps, preset.train.steps),
+            "early_stopping_grace_steps": preset.grace_steps if searched and preset.search.stops_early(*stops) else None,
+            "search": preset.search.describe(*stops) if searched else None,
             "exhaustive_seeds": preset.exhaustive_seeds or None,
         },
     )

@@ -13,6 +13,7 @@ violated, and an ``infeasible`` user attribute saying why (``reports.results.fra
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import optuna
@@ -43,12 +44,17 @@ def _startup(trials: int) -> int:
     return min(10, max(2, trials // 2))
 
 
+def _tpe(objectives: int, trials: int, seed: int) -> optuna.samplers.TPESampler:
+    """TPE, multivariate and grouped: experimental in Optuna, and chosen (measured on the truth table), so not warned of."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=_startup(trials))
+
+
 SAMPLER_MAKERS: dict[str, Callable[[int, int, int], optuna.samplers.BaseSampler]] = {  # (objectives, trials, seed)
     "nsga2": sampler_for,
     "random": lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed),
-    "tpe": lambda objectives, trials, seed: optuna.samplers.TPESampler(
-        multivariate=True, group=True, seed=seed, n_startup_trials=_startup(trials)
-    ),
+    "tpe": _tpe,
     "gp": lambda objectives, trials, seed: optuna.samplers.GPSampler(
         seed=seed, n_startup_trials=_startup(trials), warn_independent_sampling=False
     ),

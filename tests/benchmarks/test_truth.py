@@ -26,7 +26,7 @@ from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, proven
 from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
 from reports.results.names import ACCURACY, TEST_ACCURACY
 from studies.catalogue import LRA_SHARING
-from studies.catalogue.schema import Search, choices
+from studies.catalogue.schema import NSGA2_WITH_ASHA, Search, choices
 from tests.studies.test_exhaustive import TABLE, table_ledger, train_all
 
 COMMITTED = table_path(LRA_SHARING.store_name("table"))
@@ -120,8 +120,8 @@ def test_the_truth_of_the_slice_compares_every_family_at_matched_cost(committed:
 def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table) -> None:
     definition, preset = slice_study_and_preset()
     preset = replay_preset(preset, committed)
-    first = replay(definition, preset, committed, Strategy("today"), seed=0)
-    again = replay(definition, preset, committed, Strategy("today"), seed=0)
+    first = replay(definition, preset, committed, Strategy("today", NSGA2_WITH_ASHA), seed=0)
+    again = replay(definition, preset, committed, Strategy("today", NSGA2_WITH_ASHA), seed=0)
     pd.testing.assert_frame_equal(first.frame, again.frame)  # the same study from the same seed
     search = first.frame[first.frame["repeat_of"].isna()]
     assert search["family"].tolist() == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] * 3  # families in turn
@@ -138,6 +138,19 @@ def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table)
     assert first.device_hours[0] > 0
     scored = agreement(true_verdict(committed), first, configurations(committed), committed.knobs)
     assert set(scored.per_label) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
+
+
+def test_the_default_search_replays_each_family_on_its_own_sampler_and_trains_every_trial_to_the_end(
+    committed: Table,
+) -> None:
+    definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
+    preset = replay_preset(preset, committed)
+    default = Strategy("default", Search())
+    first = replay(definition, preset, committed, default, seed=3)
+    pd.testing.assert_frame_equal(first.frame, replay(definition, preset, committed, default, seed=3).frame)
+    assert set(first.frame["state"]) == {"COMPLETE"}  # no rule: nothing stops early
+    tried = _configurations_tried(first.frame, "MHA", committed.knobs)
+    assert len(set(tried[:2])) == 2  # untried first: MHA's two configurations before either again
 
 
 def test_hypervolume_and_its_curve() -> None:
@@ -158,7 +171,8 @@ def _configurations_tried(frame: pd.DataFrame, family: str, knobs: list[str]) ->
 def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(committed: Table) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
-    untried, plain = Strategy("untried", Search("random", untried=True)), Strategy("plain", Search("random"))
+    untried = Strategy("untried", Search("random", per_family=False, untried=True))
+    plain = Strategy("plain", Search("random", per_family=False, untried=False))
     repeated_without = 0
     for seed in range(4):
         for family, sizes in (("MHA", 2), ("DAMCHA (cross)", 4)):

@@ -17,7 +17,7 @@ from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage
 from studies.catalogue import LRA_SHARING
-from studies.catalogue.schema import Family, Preset, Search, Study
+from studies.catalogue.schema import Family, Preset, Study
 from studies.engine.endings import Ending
 from studies.engine.ledger import Ledger
 from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued
@@ -296,7 +296,7 @@ def test_the_dominated_rule_keeps_a_worse_but_cheaper_trial_that_the_median_rule
 ) -> None:
     """A trial worse than its family's trial in view (0.9 at 1000 FLOPs): the median rule stops it at any cost;
     the dominated rule only when it is no cheaper."""
-    ledger = make_ledger(tmp_path, [], 9, preset=replace(PRESET, search=Search(stopping_rule=rule)))
+    ledger = make_ledger(tmp_path, [], 9, preset=replace(PRESET, search=replace(PRESET.search, stopping_rule=rule)))
     grace = PRESET.grace_steps
     numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(PRESET.decision_lag + 1)]
     for number, value in zip(numbers[:3], (0.9, 0.5, 0.8), strict=True):  # MHA, the authors' configuration, DAMCHA (cross)
