@@ -22,10 +22,13 @@ import argparse
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import sys
 import time
 import warnings
-from dataclasses import replace
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +36,9 @@ import optuna
 import pandas as pd
 
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
-from benchmarks.truth.table import TableError, load, table_path
+from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, true_verdict
+from reports.results.verdict import Headline
 from studies.catalogue import get_study
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from trainers.outputs import write_atomically
@@ -71,7 +75,53 @@ def replays_path(table: Path) -> Path:
     return table.with_name(f"{table.stem}-replays.csv")
 
 
-def run_replays(table_file: Path, names: list[str], replays: int, definition: Study, preset: Preset) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Replaying:
+    """What every replay of one run of ``run_replays`` reads: a worker process gets it once, when forked."""
+
+    definition: Study
+    preset: Preset
+    table: Table
+    truth: Headline
+    configs: pd.DataFrame
+    version: str
+
+
+_REPLAYING: _Replaying | None = None  # a worker's, set by _start_worker
+
+
+def _start_worker(replaying: _Replaying) -> None:
+    """A worker's start: what its replays read, and the quiet the main process has."""
+    global _REPLAYING
+    _REPLAYING = replaying
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def _replay_row(name: str, seed: int) -> dict[str, object]:
+    """One replay of strategy ``name`` from study seed ``seed``, scored: a row of the replays file."""
+    assert _REPLAYING is not None, "_start_worker sets what a replay reads"
+    r = _REPLAYING
+    started = time.monotonic()
+    result = replay(r.definition, r.preset, r.table, STRATEGIES[name], seed)
+    scored = agreement(r.truth, result, r.configs, r.table.knobs)
+    return {
+        "strategy": name,
+        "seed": seed,
+        "table": r.version,
+        "agrees": scored.agrees,
+        **{f"agrees: {label}": value for label, value in scored.per_label.items()},
+        **{f"regret: {label}": value for label, value in scored.regret.items()},
+        "search_hours": result.device_hours[0],
+        "repeat_hours": result.device_hours[1],
+        "hypervolume": json.dumps([[round(h, 5), round(s, 5)] for h, s in result.hypervolume]),
+        "replay_seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def run_replays(
+    table_file: Path, names: list[str], replays: int, definition: Study, preset: Preset, *, workers: int = 1
+) -> pd.DataFrame:
     """Replay ``replays`` studies (seeds 0, 1, ...) of each strategy named, keeping each as it ends.
 
     Args:
@@ -80,42 +130,44 @@ def run_replays(table_file: Path, names: list[str], replays: int, definition: St
         replays: Studies of each (GPSampler's: at most ``COSTLY_REPLAYS``).
         definition: The study the table is of.
         preset: Its budget, whose space the table covers.
+        workers: Replays at once, each in a process of its own (a replay is single-threaded Python);
+            a replay's figures do not depend on it, only its ``replay_seconds``.
 
     Returns:
-        Every replay of the strategies named (the file's and the new ones), one row each.
+        Every replay of the strategies named (the file's and the new ones), one row each, by
+        strategy (in ``names``' order) and seed.
     """
     table = load(table_file)
-    replayed = replay_preset(preset, table)
-    truth, configs = true_verdict(table), configurations(table)
-    path = replays_path(table_file)
     version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
+    replaying = _Replaying(definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version)
+    path = replays_path(table_file)
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
     rows = [row for row in done.to_dict("records") if row["table"] == version]
     have = {(row["strategy"], int(row["seed"])) for row in rows}
-    for name in names:
-        for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays):
-            if (name, seed) in have:
-                continue
-            started = time.monotonic()
-            result = replay(definition, replayed, table, STRATEGIES[name], seed)
-            scored = agreement(truth, result, configs, table.knobs)
-            rows.append(
-                {
-                    "strategy": name,
-                    "seed": seed,
-                    "table": version,
-                    "agrees": scored.agrees,
-                    **{f"agrees: {label}": value for label, value in scored.per_label.items()},
-                    **{f"regret: {label}": value for label, value in scored.regret.items()},
-                    "search_hours": result.device_hours[0],
-                    "repeat_hours": result.device_hours[1],
-                    "hypervolume": json.dumps([[round(h, 5), round(s, 5)] for h, s in result.hypervolume]),
-                    "replay_seconds": round(time.monotonic() - started, 3),
-                }
-            )
-            write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
+    wanted = [
+        (name, seed)
+        for name in names
+        for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays)
+        if (name, seed) not in have
+    ]
+    order = {name: rank for rank, name in enumerate(names)}  # the rest of the file after them, as it was
+
+    def keep(row: dict[str, object]) -> None:
+        rows.append(row)
+        rows.sort(key=lambda kept: (order.get(str(kept["strategy"]), len(order)), int(kept["seed"])))
+        write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
+
+    if workers <= 1 or len(wanted) <= 1:
+        _start_worker(replaying)
+        for name, seed in wanted:
+            keep(_replay_row(name, seed))
+    else:  # forked: the workers inherit the table and the study (a study's lambdas do not pickle)
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(replaying,)) as pool:
+            for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
+                keep(future.result())
     frame = pd.DataFrame(rows)
-    return frame[frame["strategy"].isin(names)]
+    return frame[frame["strategy"].isin(names)].reset_index(drop=True)
 
 
 def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
@@ -161,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
     parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (docs/truth.md's)")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="replays at once, a process each (default: this machine's CPUs)"
+    )
     args = parser.parse_args(argv)
     names = [name for name in STRATEGIES if not args.only or any(part in name for part in args.only)]
     if not names:
@@ -170,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
         definition = get_study("lra_sharing")
-        frame = run_replays(args.table, names, args.replays, definition, definition.preset("quick"))
+        frame = run_replays(args.table, names, args.replays, definition, definition.preset("quick"), workers=args.workers)
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -199,3 +199,16 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     write(changed, committed.provenance, path)  # the table changed: its replays are redone
     redone = run_replays(path, [name], 1, definition, preset)
     assert len(pd.read_csv(replays_path(path))) == 1 and redone["table"].iloc[0] != kept["table"].iloc[0]
+
+
+def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: Table, tmp_path: Path) -> None:
+    definition, preset = slice_study_and_preset()
+    names = ["random untried, no early stopping", "today: NSGA-II, ASHA per family"]
+    frames = []
+    for workers in (1, 2):
+        path = tmp_path / f"workers-{workers}" / "slice.csv"
+        path.parent.mkdir()
+        write(committed.rows, committed.provenance, path)
+        frames.append(run_replays(path, names, 3, definition, preset, workers=workers).drop(columns="replay_seconds"))
+    assert frames[0]["strategy"].tolist() == [names[0]] * 3 + [names[1]] * 3 and frames[0]["seed"].tolist() == [0, 1, 2] * 2
+    pd.testing.assert_frame_equal(frames[0], frames[1])
