@@ -2,10 +2,11 @@
 
     python -m benchmarks.truth.compare                        # 100 replays of each strategy on lra_sharing's table
     python -m benchmarks.truth.compare --replays 20 --only random
+    python -m benchmarks.truth.compare --trials 48 --only "TPE per family"   # at twice the quick budget
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
-written as it ends, with the table's content hash: re-running the same command replays only what
+written as it ends, with its budget and the table's content hash: re-running the same command replays only what
 that file lacks for the table as it is now (a table that grew is replayed afresh). GPSampler's
 strategies are replayed at most ``COSTLY_REPLAYS`` times. The summary
 gives, per strategy: how often the replayed verdict agrees with the true one (every comparison in
@@ -107,6 +108,7 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
     scored = agreement(r.truth, result, r.configs, r.table.knobs)
     return {
         "strategy": name,
+        "trials": r.preset.trials,
         "seed": seed,
         "table": r.version,
         "agrees": scored.agrees,
@@ -129,7 +131,7 @@ def run_replays(
         names: Strategies (``STRATEGIES``).
         replays: Studies of each (GPSampler's: at most ``COSTLY_REPLAYS``).
         definition: The study the table is of.
-        preset: Its budget, whose space the table covers.
+        preset: Its budget, whose space the table covers (its ``trials``: the replayed studies').
         workers: Replays at once, each in a process of its own (a replay is single-threaded Python);
             a replay's figures do not depend on it, only its ``replay_seconds``.
 
@@ -142,19 +144,19 @@ def run_replays(
     replaying = _Replaying(definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version)
     path = replays_path(table_file)
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
-    rows = [row for row in done.to_dict("records") if row["table"] == version]
-    have = {(row["strategy"], int(row["seed"])) for row in rows}
+    rows = [row for row in done.to_dict("records") if row["table"] == version and pd.notna(row.get("trials"))]
+    have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
     wanted = [
         (name, seed)
         for name in names
         for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays)
-        if (name, seed) not in have
+        if (name, preset.trials, seed) not in have
     ]
     order = {name: rank for rank, name in enumerate(names)}  # the rest of the file after them, as it was
 
     def keep(row: dict[str, object]) -> None:
         rows.append(row)
-        rows.sort(key=lambda kept: (order.get(str(kept["strategy"]), len(order)), int(kept["seed"])))
+        rows.sort(key=lambda kept: (order.get(str(kept["strategy"]), len(order)), int(kept["trials"]), int(kept["seed"])))
         write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
 
     if workers <= 1 or len(wanted) <= 1:
@@ -167,7 +169,7 @@ def run_replays(
             for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
                 keep(future.result())
     frame = pd.DataFrame(rows)
-    return frame[frame["strategy"].isin(names)].reset_index(drop=True)
+    return frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)].reset_index(drop=True)
 
 
 def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
@@ -178,6 +180,7 @@ def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
         to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
         row = {
             "strategy": name,
+            "trials": int(group["trials"].iloc[0]),
             "replays": len(group),
             "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
         }
@@ -210,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
     parser.add_argument("--replays", type=int, default=100, help="studies replayed per strategy (seeds 0 .. N-1)")
+    parser.add_argument(
+        "--trials", type=int, help="trials of each replayed study, its families' and named points' (default: the quick preset's)"
+    )
     parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
     parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (docs/truth.md's)")
@@ -221,11 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print(f"error: no strategy matches {args.only}; strategies: {', '.join(STRATEGIES)}", file=sys.stderr)
         return 2
+    definition = get_study("lra_sharing")
+    preset = definition.preset("quick")
+    if args.trials is not None and args.trials < len(definition.families):
+        print(
+            f"error: --trials {args.trials} leaves a family without a trial: give at least {len(definition.families)}",
+            file=sys.stderr,
+        )
+        return 2
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
-        definition = get_study("lra_sharing")
-        frame = run_replays(args.table, names, args.replays, definition, definition.preset("quick"), workers=args.workers)
+        preset = preset if args.trials is None else replace(preset, trials=args.trials)
+        frame = run_replays(args.table, names, args.replays, definition, preset, workers=args.workers)
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

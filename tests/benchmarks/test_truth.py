@@ -194,6 +194,8 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     again = run_replays(path, [name], 3, definition, preset)  # one more: the two kept are not replayed
     assert again["seed"].tolist() == [0, 1, 2]
     assert again["replay_seconds"].tolist()[:2] == kept["replay_seconds"].tolist()
+    larger = run_replays(path, [name], 1, definition, replace(preset, trials=12))  # another budget: kept apart
+    assert larger["trials"].tolist() == [12] and len(pd.read_csv(replays_path(path))) == 4
     changed = committed.rows.copy()
     changed.loc[0, "wall_seconds"] += 1.0
     write(changed, committed.provenance, path)  # the table changed: its replays are redone
