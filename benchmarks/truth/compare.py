@@ -152,11 +152,12 @@ def run_replays(
         for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays)
         if (name, preset.trials, seed) not in have
     ]
-    order = {name: rank for rank, name in enumerate(names)}  # the rest of the file after them, as it was
+    # By strategy, the ones named first, then the file's others in its order; then by budget and seed.
+    order = {name: rank for rank, name in enumerate(dict.fromkeys([*names, *(row["strategy"] for row in rows)]))}
 
     def keep(row: dict[str, object]) -> None:
         rows.append(row)
-        rows.sort(key=lambda kept: (order.get(str(kept["strategy"]), len(order)), int(kept["trials"]), int(kept["seed"])))
+        rows.sort(key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["seed"])))
         write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
 
     if workers <= 1 or len(wanted) <= 1:
