@@ -42,21 +42,21 @@ from benchmarks.truth.truth import configurations, true_verdict
 from reports.results.verdict import Headline
 from studies.catalogue import get_study
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
+from studies.engine.options import StudyOptionError, check_trials_cover_families
 from trainers.outputs import write_atomically
 
-NONE, DOMINATED = "none", "dominated"  # stopping rules besides ASHA's median
 STRATEGIES = {
     strategy.name: strategy
     for strategy in (
         Strategy("today: NSGA-II, ASHA per family", NSGA2_WITH_ASHA),
-        Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule=NONE)),
+        Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule="none")),
         Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
-        Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule=DOMINATED)),
+        Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule="dominated")),
         Strategy("random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median")),
         Strategy("random, no early stopping", Search("random", per_family=False, untried=False)),
         Strategy("random untried, ASHA per family", Search("random", per_family=False, stopping_rule="median")),
         Strategy("random untried, no early stopping", Search("random", per_family=False)),
-        Strategy("random untried, stopping the dominated", Search("random", per_family=False, stopping_rule=DOMINATED)),
+        Strategy("random untried, stopping the dominated", Search("random", per_family=False, stopping_rule="dominated")),
         # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
         Strategy("TPE (multivariate, grouped), no early stopping", Search("tpe", per_family=False, untried=False)),
         Strategy("TPE untried, no early stopping", Search("tpe", per_family=False)),
@@ -64,7 +64,7 @@ STRATEGIES = {
         Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median")),
         Strategy("GP per family untried, ASHA per family", Search("gp", stopping_rule="median")),
         Strategy("GP per family untried, no early stopping", Search("gp")),
-        Strategy("GP per family untried, stopping the dominated", Search("gp", stopping_rule=DOMINATED)),
+        Strategy("GP per family untried, stopping the dominated", Search("gp", stopping_rule="dominated")),
     )
 }
 HYPERVOLUME_SHARE = 0.95
@@ -92,11 +92,9 @@ _REPLAYING: _Replaying | None = None  # a worker's, set by _start_worker
 
 
 def _start_worker(replaying: _Replaying) -> None:
-    """A worker's start: what its replays read, and the quiet the main process has."""
+    """A worker's start: what its replays read."""
     global _REPLAYING
     _REPLAYING = replaying
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def _replay_row(name: str, seed: int) -> dict[str, object]:
@@ -230,18 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     definition = get_study("lra_sharing")
     preset = definition.preset("quick")
-    if args.trials is not None and args.trials < len(definition.families):
-        print(
-            f"error: --trials {args.trials} leaves a family without a trial: give at least {len(definition.families)}",
-            file=sys.stderr,
-        )
-        return 2
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the workers, forked, inherit the quiet
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
-        preset = preset if args.trials is None else replace(preset, trials=args.trials)
+        if args.trials is not None:
+            check_trials_cover_families(definition, args.trials)
+            preset = replace(preset, trials=args.trials)
         frame = run_replays(args.table, names, args.replays, definition, preset, workers=args.workers)
-    except TableError as error:
+    except (TableError, StudyOptionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     table = summary(frame, args.horizon).set_index("strategy")

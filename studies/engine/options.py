@@ -326,6 +326,20 @@ def _ray_temp_dir() -> Path:
     return Path(base) / "ray"
 
 
+def check_trials_cover_families(study: Study, trials: int) -> None:
+    """Refuse a budget that leaves a family without a trial (the families take their trials in turn).
+
+    Raises:
+        StudyOptionError: ``trials`` is below the number of families.
+    """
+    if trials < len(study.families):
+        labels = ", ".join(family.label for family in study.families)
+        raise StudyOptionError(
+            f"--trials {trials} leaves some of the study's {len(study.families)} families ({labels}) without a trial; "
+            f"pass at least {len(study.families)}"
+        )
+
+
 def check_options(study: Study, options: RunOptions, *, local_resources: bool = True) -> CheckedRun:
     """Check everything the user chose, before the store is touched or Ray starts.
 
@@ -356,12 +370,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
         trials = len(study.exhaustive_grid(space, preset.exhaustive_seeds))
     else:
         trials = preset.trials
-    if trials < len(study.families):
-        labels = ", ".join(family.label for family in study.families)
-        raise StudyOptionError(
-            f"--trials {trials} leaves some of the study's {len(study.families)} families ({labels}) without a trial; "
-            f"pass at least {len(study.families)}"
-        )
+    check_trials_cover_families(study, trials)
     cpus = options.cpus_per_trial if options.cpus_per_trial is not None else preset.cpus_per_trial
     gpus = options.gpus_per_trial if options.gpus_per_trial is not None else preset.gpus_per_trial
     repeat_seeds = options.repeat_seeds if options.repeat_seeds is not None else preset.repeat_seeds
