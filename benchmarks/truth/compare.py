@@ -10,7 +10,9 @@ written as it ends, with its budget and the table's content hash: re-running the
 that file lacks for the table as it is now (a table that grew is replayed afresh). GPSampler's
 strategies are replayed at most ``COSTLY_REPLAYS`` times. The summary
 gives, per strategy: how often the replayed verdict agrees with the true one (every comparison in
-the same direction with the same significance), each comparison's agreement and median regret (true
+the same direction with the same significance), how often it concludes alike (the same
+significance, and the same direction where the truth's difference is significant), each
+comparison's agreement, conclusion and median regret (true
 test accuracy points of the truth's selected configuration less the replay's), the search's
 device-hours, the median device-hours until the configurations it completed cover 95% of each
 family's true hypervolume (mean over families), and that share's mean over the first
@@ -111,6 +113,8 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
         "table": r.version,
         "agrees": scored.agrees,
         **{f"agrees: {label}": value for label, value in scored.per_label.items()},
+        "concludes": scored.concludes_alike,
+        **{f"concludes: {label}": value for label, value in scored.concludes.items()},
         **{f"regret: {label}": value for label, value in scored.regret.items()},
         "search_hours": result.device_hours[0],
         "repeat_hours": result.device_hours[1],
@@ -142,7 +146,12 @@ def run_replays(
     replaying = _Replaying(definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version)
     path = replays_path(table_file)
     done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
-    rows = [row for row in done.to_dict("records") if row["table"] == version and pd.notna(row.get("trials"))]
+    # Rows of another state of the table, or written before a column the summary reads, are redone.
+    rows = [
+        row
+        for row in done.to_dict("records")
+        if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes"))
+    ]
     have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
     wanted = [
         (name, seed)
@@ -182,9 +191,10 @@ def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
             "trials": int(group["trials"].iloc[0]),
             "replays": len(group),
             "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
+            "verdict concludes alike": f"{group['concludes'].astype(bool).mean():.0%}",
         }
         for column in group.columns:
-            if column.startswith("agrees: "):
+            if column.startswith(("agrees: ", "concludes: ")):
                 row[column] = f"{group[column].astype(bool).mean():.0%}"
             elif column.startswith("regret: "):
                 row[f"median {column}"] = round(float(group[column].median()), 2)

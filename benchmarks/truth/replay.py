@@ -276,12 +276,21 @@ class Agreement:
     Attributes:
         agrees: Every comparison the truth makes has the same direction and the same significance.
         per_label: For each compared family or named point, whether it agrees.
+        concludes: For each, whether it reaches the truth's conclusion: the same significance, and
+            where the truth's difference is significant, the same direction too (the sign of a
+            difference the test cannot tell from zero is not part of the answer a reader takes).
         regret: For each, the true test accuracy (points) of the truth's selected configuration less the replay's.
     """
 
     agrees: bool
     per_label: dict[str, bool]
+    concludes: dict[str, bool]
     regret: dict[str, float]
+
+    @property
+    def concludes_alike(self) -> bool:
+        """Every comparison reaches the truth's conclusion."""
+        return all(self.concludes.values())
 
 
 def agreement(truth: Headline, replayed: Replay, configs: pd.DataFrame, knobs: list[str]) -> Agreement:
@@ -295,21 +304,32 @@ def agreement(truth: Headline, replayed: Replay, configs: pd.DataFrame, knobs: l
     """
     true_values = {key: float(row[TEST_ACCURACY]) for key, row in _keyed(configs, knobs).items()}
     found = {comparison.family: comparison for comparison in replayed.headline.comparisons}
-    per_label, regret = {}, {}
+    per_label, concludes, regret = {}, {}, {}
     for expected in truth.comparisons:
         label = expected.family
         got = found.get(label)
-        per_label[label] = got is not None and _same_answer(expected, got)
+        per_label[label] = got is not None and same_answer(expected, got)
+        concludes[label] = got is not None and same_conclusion(expected, got)
         if got is not None:
             chosen = configuration_of(got.candidate["family"], got.candidate, knobs)
             best = configuration_of(expected.candidate["family"], expected.candidate, knobs)
             regret[label] = 100 * (true_values.get(best, math.nan) - true_values.get(chosen, math.nan))
-    return Agreement(all(per_label.values()), per_label, regret)
+    return Agreement(all(per_label.values()), per_label, concludes, regret)
 
 
-def _same_answer(expected: Comparison, got: Comparison) -> bool:
-    """The same direction (the sign of the difference) and the same significance."""
-    return math.copysign(1, expected.difference) == math.copysign(1, got.difference) and expected.significant == got.significant
+def _same_direction(expected: Comparison, got: Comparison) -> bool:
+    """The differences have the same sign."""
+    return math.copysign(1, expected.difference) == math.copysign(1, got.difference)
+
+
+def same_answer(expected: Comparison, got: Comparison) -> bool:
+    """The same direction and the same significance."""
+    return _same_direction(expected, got) and expected.significant == got.significant
+
+
+def same_conclusion(expected: Comparison, got: Comparison) -> bool:
+    """The same significance; the same direction where the truth's difference is significant."""
+    return expected.significant == got.significant and (not expected.significant or _same_direction(expected, got))
 
 
 def hours_to(curve: list[tuple[float, float]], share: float) -> float:

@@ -21,6 +21,8 @@ from benchmarks.truth.replay import (
     hypervolume,
     replay,
     replay_preset,
+    same_answer,
+    same_conclusion,
 )
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
@@ -137,7 +139,19 @@ def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table)
     assert shares == sorted(shares) and 0 < shares[-1] <= 1
     assert first.device_hours[0] > 0
     scored = agreement(true_verdict(committed), first, configurations(committed), committed.knobs)
-    assert set(scored.per_label) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
+    assert set(scored.per_label) == set(scored.concludes) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
+
+
+def test_a_replay_concludes_alike_when_only_an_insignificant_difference_changes_sign(committed: Table) -> None:
+    truth = true_verdict(committed).comparisons[0]
+    flipped = replace(truth, candidate_value=truth.baseline_value, baseline_value=truth.candidate_value)
+    for significant in (False, True):
+        expected = replace(truth, adjusted_p=0.001 if significant else 0.5)
+        got = replace(flipped, adjusted_p=expected.adjusted_p)
+        assert same_answer(expected, expected) and same_conclusion(expected, expected)
+        assert not same_answer(expected, got)  # strict: the sign is part of the answer
+        assert same_conclusion(expected, got) is not significant  # the sign of a difference not told from zero is not
+        assert not same_conclusion(expected, replace(expected, adjusted_p=0.5 if significant else 0.001))
 
 
 def test_the_default_search_replays_each_family_on_its_own_sampler_and_trains_every_trial_to_the_end(
