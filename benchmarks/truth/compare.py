@@ -11,7 +11,8 @@ that file lacks for the table as it is now (a table that grew is replayed afresh
 strategies are replayed at most ``COSTLY_REPLAYS`` times. The summary
 gives, per strategy: how often the replayed verdict agrees with the true one (every comparison in
 the same direction with the same significance), how often it concludes alike (the same
-significance, and the same direction where the truth's difference is significant), each
+significance, and the same direction where the truth's difference is significant), how often the
+families' comparisons alone do (the named points' aside), each
 comparison's agreement, conclusion and median regret (true
 test accuracy points of the truth's selected configuration less the replay's), the search's
 device-hours, the median device-hours until the configurations it completed cover 95% of each
@@ -180,10 +181,18 @@ def run_replays(
     return frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)].reset_index(drop=True)
 
 
-def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
-    """One row per strategy: the figures the module's docstring names."""
+def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.DataFrame:
+    """One row per strategy: the figures the module's docstring names.
+
+    Args:
+        frame: Replays, rows of ``run_replays``.
+        horizon: The device-hours the hypervolume share is averaged over.
+        families: The study's family labels: "families conclude alike" reads their comparisons
+            alone, without the named points' (whose width and head count are a random draw).
+    """
     rows = []
     for name, group in frame.groupby("strategy", sort=False):
+        compared = [f"concludes: {label}" for label in families if f"concludes: {label}" in group.columns]
         curves = [[tuple(point) for point in json.loads(curve)] for curve in group["hypervolume"]]
         to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
         row = {
@@ -192,6 +201,7 @@ def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
             "replays": len(group),
             "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
             "verdict concludes alike": f"{group['concludes'].astype(bool).mean():.0%}",
+            "families conclude alike": f"{group[compared].astype(bool).all(axis=1).mean():.0%}",
         }
         for column in group.columns:
             if column.startswith(("agrees: ", "concludes: ")):
@@ -248,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TableError, StudyOptionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    table = summary(frame, args.horizon).set_index("strategy")
+    table = summary(frame, args.horizon, [family.label for family in definition.families]).set_index("strategy")
     if args.markdown:
         print(table.to_markdown())
         return 0

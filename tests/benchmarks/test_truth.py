@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.truth.build import import_rows
-from benchmarks.truth.compare import replays_path, run_replays
+from benchmarks.truth.compare import replays_path, run_replays, summary
 from benchmarks.truth.replay import (
     Strategy,
     agreement,
@@ -204,6 +204,9 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     name = "random untried, no early stopping"
     first = run_replays(path, [name], 2, definition, preset)
     assert first["seed"].tolist() == [0, 1] and first["agrees"].map(type).eq(bool).all()
+    row = summary(first, 1.0, [family.label for family in definition.families]).iloc[0]
+    families_alike = first[["concludes: DAMCHA (paper)", "concludes: DAMCHA (cross)"]].all(axis=1).mean()
+    assert row["replays"] == 2 and row["families conclude alike"] == f"{families_alike:.0%}"  # the named point's aside
     kept = pd.read_csv(replays_path(path))
     again = run_replays(path, [name], 3, definition, preset)  # one more: the two kept are not replayed
     assert again["seed"].tolist() == [0, 1, 2]
