@@ -6,17 +6,18 @@
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
-written as it ends, with its budget and the table's content hash: re-running the same command replays only what
-that file lacks for the table as it is now (a table that grew is replayed afresh). GPSampler's
-strategies are replayed at most ``COSTLY_REPLAYS`` times. The summary
-gives, per strategy: how often the replayed verdict agrees with the true one (every comparison in
-the same direction with the same significance), how often it concludes alike (the same
-significance, and the same direction where the truth's difference is significant), how often the
-families' comparisons alone do (the named points' aside), each comparison's agreement,
-conclusion and median regret (true test accuracy points of the truth's selected configuration less the replay's), the search's
-device-hours, the median device-hours until the configurations it completed cover 95% of each
-family's true hypervolume (mean over families), and that share's mean over the first
-``--horizon`` device-hours (the area under its curve).
+written as it ends, with its budget and the table's content hash: re-running the same command
+replays only what that file lacks for the table as it is now (a table that grew is replayed
+afresh). GPSampler's strategies are replayed at most ``COSTLY_REPLAYS`` times.
+
+The summary gives, per strategy: how often the replayed verdict agrees with the true one (every
+comparison in the same direction with the same significance); how often it concludes alike (the
+same significance, and the same direction where the truth's difference is significant), whole
+and for the families' comparisons alone (the named points' aside); each comparison's agreement,
+conclusion and median regret (true test accuracy points of the truth's selected configuration
+less the replay's); the search's device-hours; the median device-hours until the configurations
+it completed cover 95% of each family's true hypervolume (mean over families); and that share's
+mean over the first ``--horizon`` device-hours (the area under its curve).
 """
 
 from __future__ import annotations
