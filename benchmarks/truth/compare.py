@@ -8,7 +8,7 @@
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
 written as it ends, with its budget and the table's content hash: re-running the same command
 replays only what that file lacks for the table as it is now (a table that grew is replayed
-afresh). GPSampler's strategies are replayed at most ``COSTLY_REPLAYS`` times.
+afresh).
 
 The summary gives, per strategy: how often the replayed verdict agrees with the true one (every
 comparison in the same direction with the same significance); how often it concludes alike (the
@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pandas as pd
+import torch
 
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
 from benchmarks.truth.table import Table, TableError, load, table_path
@@ -71,7 +72,6 @@ STRATEGIES = {
     )
 }
 HYPERVOLUME_SHARE = 0.95
-COSTLY_REPLAYS = 20  # GPSampler's replays take about 25 s each on 2 cores: at most this many
 
 
 def replays_path(table: Path) -> Path:
@@ -95,9 +95,11 @@ _REPLAYING: _Replaying | None = None  # a worker's, set by _start_worker
 
 
 def _start_worker(replaying: _Replaying) -> None:
-    """A worker's start: what its replays read."""
+    """A worker's start: what its replays read, and one thread for torch (GPSampler's), whose own pool
+    of one thread per CPU in every worker at once made a GP replay 8× slower on 2 cores."""
     global _REPLAYING
     _REPLAYING = replaying
+    torch.set_num_threads(1)
 
 
 def _replay_row(name: str, seed: int) -> dict[str, object]:
@@ -132,7 +134,7 @@ def run_replays(
     Args:
         table_file: The table (its replays are kept beside it: ``replays_path``).
         names: Strategies (``STRATEGIES``).
-        replays: Studies of each (GPSampler's: at most ``COSTLY_REPLAYS``).
+        replays: Studies of each.
         definition: The study the table is of.
         preset: Its budget, whose space the table covers (its ``trials``: the replayed studies').
         workers: Replays at once, each in a process of its own (a replay is single-threaded Python);
@@ -154,12 +156,7 @@ def run_replays(
         if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes"))
     ]
     have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
-    wanted = [
-        (name, seed)
-        for name in names
-        for seed in range(min(replays, COSTLY_REPLAYS) if STRATEGIES[name].search.sampler == "gp" else replays)
-        if (name, preset.trials, seed) not in have
-    ]
+    wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
     # By strategy, the ones named first, then the file's others in its order; then by budget and seed.
     order = {name: rank for rank, name in enumerate(dict.fromkeys([*names, *(row["strategy"] for row in rows)]))}
 
