@@ -31,7 +31,9 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,6 +41,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import torch
+from filelock import FileLock, Timeout
 
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
 from benchmarks.truth.table import Table, TableError, load, table_path
@@ -49,6 +52,7 @@ from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
 from trainers.outputs import write_atomically
 
+# Every strategy's Search spelled out whole, so that its replays stay its own when Search's defaults change.
 STRATEGIES = {
     strategy.name: strategy
     for strategy in (
@@ -57,18 +61,25 @@ STRATEGIES = {
         Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
         Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule="dominated")),
         Strategy("random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median")),
-        Strategy("random, no early stopping", Search("random", per_family=False, untried=False)),
-        Strategy("random untried, ASHA per family", Search("random", per_family=False, stopping_rule="median")),
-        Strategy("random untried, no early stopping", Search("random", per_family=False)),
-        Strategy("random untried, stopping the dominated", Search("random", per_family=False, stopping_rule="dominated")),
+        Strategy("random, no early stopping", Search("random", per_family=False, untried=False, stopping_rule="none")),
+        Strategy("random untried, ASHA per family", Search("random", per_family=False, untried=True, stopping_rule="median")),
+        Strategy("random untried, no early stopping", Search("random", per_family=False, untried=True, stopping_rule="none")),
+        Strategy(
+            "random untried, stopping the dominated", Search("random", per_family=False, untried=True, stopping_rule="dominated")
+        ),
         # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
-        Strategy("TPE (multivariate, grouped), no early stopping", Search("tpe", per_family=False, untried=False)),
-        Strategy("TPE untried, no early stopping", Search("tpe", per_family=False)),
-        Strategy("TPE per family untried, no early stopping", Search("tpe")),
+        Strategy(
+            "TPE (multivariate, grouped), no early stopping", Search("tpe", per_family=False, untried=False, stopping_rule="none")
+        ),
+        Strategy("TPE untried, no early stopping", Search("tpe", per_family=False, untried=True, stopping_rule="none")),
+        Strategy("TPE per family untried, no early stopping", Search("tpe", per_family=True, untried=True, stopping_rule="none")),
         Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median")),
-        Strategy("GP per family untried, ASHA per family", Search("gp", stopping_rule="median")),
-        Strategy("GP per family untried, no early stopping", Search("gp")),
-        Strategy("GP per family untried, stopping the dominated", Search("gp", stopping_rule="dominated")),
+        Strategy("GP per family untried, ASHA per family", Search("gp", per_family=True, untried=True, stopping_rule="median")),
+        Strategy("GP per family untried, no early stopping", Search("gp", per_family=True, untried=True, stopping_rule="none")),
+        Strategy(
+            "GP per family untried, stopping the dominated",
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated"),
+        ),
     )
 }
 HYPERVOLUME_SHARE = 0.95
@@ -77,6 +88,31 @@ HYPERVOLUME_SHARE = 0.95
 def replays_path(table: Path) -> Path:
     """Where a table's replays are kept: ``<table>-replays.csv`` beside it."""
     return table.with_name(f"{table.stem}-replays.csv")
+
+
+class ReplaysBusyError(RuntimeError):
+    """Another run is replaying into the same replays file."""
+
+
+@contextmanager
+def _alone(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock file (``<path>.lock``) while the body runs: each run rewrites the whole file
+    from the rows it holds, so a second run at once would drop the first's new rows.
+
+    Raises:
+        ReplaysBusyError: another run holds it.
+    """
+    lock = FileLock(f"{path}.lock", timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ReplaysBusyError(
+            f"another run is replaying into {path}: wait for it to end (it keeps each replay as it ends), then run this again"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)
@@ -143,39 +179,46 @@ def run_replays(
     Returns:
         Every replay of the strategies named (the file's and the new ones), one row each, by
         strategy (in ``names``' order) and seed.
+
+    Raises:
+        ReplaysBusyError: another run is replaying into the same file.
+        TableError: ``table_file`` is not a table.
     """
-    table = load(table_file)
-    version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
-    replaying = _Replaying(definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version)
     path = replays_path(table_file)
-    done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
-    # Rows of another state of the table, or written before a column the summary reads, are redone.
-    rows = [
-        row
-        for row in done.to_dict("records")
-        if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes"))
-    ]
-    have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
-    wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
-    # By strategy, the ones named first, then the file's others in its order; then by budget and seed.
-    order = {name: rank for rank, name in enumerate(dict.fromkeys([*names, *(row["strategy"] for row in rows)]))}
+    with _alone(path):
+        table = load(table_file)
+        version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
+        replaying = _Replaying(
+            definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version
+        )
+        done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
+        # Rows of another state of the table, or written before a column the summary reads, are redone.
+        rows = [
+            row
+            for row in done.to_dict("records")
+            if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes"))
+        ]
+        have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
+        wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
+        # By strategy, the ones named first, then the file's others in its order; then by budget and seed.
+        order = {name: rank for rank, name in enumerate(dict.fromkeys([*names, *(row["strategy"] for row in rows)]))}
 
-    def keep(row: dict[str, object]) -> None:
-        rows.append(row)
-        rows.sort(key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["seed"])))
-        write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
+        def keep(row: dict[str, object]) -> None:
+            rows.append(row)
+            rows.sort(key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["seed"])))
+            write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
 
-    if workers <= 1 or len(wanted) <= 1:
-        _start_worker(replaying)
-        for name, seed in wanted:
-            keep(_replay_row(name, seed))
-    else:  # forked: the workers inherit the table and the study (a study's lambdas do not pickle)
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(replaying,)) as pool:
-            for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
-                keep(future.result())
-    frame = pd.DataFrame(rows)
-    return frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)].reset_index(drop=True)
+        if workers <= 1 or len(wanted) <= 1:
+            _start_worker(replaying)
+            for name, seed in wanted:
+                keep(_replay_row(name, seed))
+        else:  # forked: the workers inherit the table and the study (a study's lambdas do not pickle)
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(replaying,)) as pool:
+                for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
+                    keep(future.result())
+        frame = pd.DataFrame(rows)
+        return frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)].reset_index(drop=True)
 
 
 def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.DataFrame:
@@ -252,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             check_trials_cover_families(definition, args.trials)
             preset = replace(preset, trials=args.trials)
         frame = run_replays(args.table, names, args.replays, definition, preset, workers=args.workers)
-    except (TableError, StudyOptionError) as error:
+    except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     table = summary(frame, args.horizon, [family.label for family in definition.families]).set_index("strategy")

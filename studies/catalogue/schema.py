@@ -46,10 +46,10 @@ class Search:
         ValueError: an unknown sampler or rule; NSGA-II per family; TPE with early stopping.
     """
 
-    sampler: str = "tpe"
+    sampler: str = "gp"
     per_family: bool = True
     untried: bool = True
-    stopping_rule: str = "none"
+    stopping_rule: str = "dominated"
 
     def __post_init__(self) -> None:
         """Only the samplers and rules this product knows, in combinations that run."""

@@ -9,9 +9,10 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+from filelock import FileLock
 
 from benchmarks.truth.build import import_rows
-from benchmarks.truth.compare import replays_path, run_replays, summary
+from benchmarks.truth.compare import ReplaysBusyError, main, replays_path, run_replays, summary
 from benchmarks.truth.replay import (
     Strategy,
     agreement,
@@ -154,16 +155,21 @@ def test_a_replay_concludes_alike_when_only_an_insignificant_difference_changes_
         assert not same_conclusion(expected, replace(expected, adjusted_p=0.5 if significant else 0.001))
 
 
-def test_the_default_search_replays_each_family_on_its_own_sampler_and_trains_every_trial_to_the_end(
-    committed: Table,
-) -> None:
+def test_the_default_search_replays_alike_and_stops_only_searched_trials_a_cheaper_one_dominates(committed: Table) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
     default = Strategy("default", Search())
     first = replay(definition, preset, committed, default, seed=3)
     pd.testing.assert_frame_equal(first.frame, replay(definition, preset, committed, default, seed=3).frame)
-    assert set(first.frame["state"]) == {"COMPLETE"}  # no rule: nothing stops early
-    tried = _configurations_tried(first.frame, "MHA", committed.knobs)
+    frame = first.frame
+    stopped = frame[frame["state"] == "PRUNED"]
+    assert len(stopped), "the test could fail: the dominated rule stops a trial here"
+    assert (stopped["pruned_at_step"] == preset.grace_steps).all()  # the quick preset's one rung
+    assert stopped["repeat_of"].isna().all() and stopped["point"].isna().all()  # seed repeats and named points never stop
+    for _, trial in stopped.iterrows():  # dominated: never the cheapest of its family's trials before it
+        earlier = frame[(frame["family"] == trial["family"]) & (frame["number"] < trial["number"])]
+        assert (earlier["flops_per_example"] <= trial["flops_per_example"]).any()
+    tried = _configurations_tried(frame, "MHA", committed.knobs)
     assert len(set(tried[:2])) == 2  # untried first: MHA's two configurations before either again
 
 
@@ -185,8 +191,8 @@ def _configurations_tried(frame: pd.DataFrame, family: str, knobs: list[str]) ->
 def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(committed: Table) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
-    untried = Strategy("untried", Search("random", per_family=False, untried=True))
-    plain = Strategy("plain", Search("random", per_family=False, untried=False))
+    untried = Strategy("untried", Search("random", per_family=False, untried=True, stopping_rule="none"))
+    plain = Strategy("plain", Search("random", per_family=False, untried=False, stopping_rule="none"))
     repeated_without = 0
     for seed in range(4):
         for family, sizes in (("MHA", 2), ("DAMCHA (cross)", 4)):
@@ -218,6 +224,24 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     write(changed, committed.provenance, path)  # the table changed: its replays are redone
     redone = run_replays(path, [name], 1, definition, preset)
     assert len(pd.read_csv(replays_path(path))) == 1 and redone["table"].iloc[0] != kept["table"].iloc[0]
+
+
+def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
+    committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    definition, preset = slice_study_and_preset()
+    path = tmp_path / "slice.csv"
+    write(committed.rows, committed.provenance, path)
+    name = "random untried, no early stopping"
+    run_replays(path, [name], 1, definition, preset)
+    kept = replays_path(path).read_bytes()
+    with FileLock(f"{replays_path(path)}.lock"):  # as a run replaying into the file holds it
+        with pytest.raises(ReplaysBusyError, match="another run is replaying into .*slice-replays.csv"):
+            run_replays(path, [name], 2, definition, preset)
+        assert main(["--table", str(path), "--replays", "2", "--only", name]) == 2
+    assert "error: another run is replaying into" in capsys.readouterr().err
+    assert replays_path(path).read_bytes() == kept
+    assert run_replays(path, [name], 2, definition, preset)["seed"].tolist() == [0, 1]  # released, it runs
 
 
 def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: Table, tmp_path: Path) -> None:
