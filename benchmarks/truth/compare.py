@@ -4,6 +4,7 @@
     python -m benchmarks.truth.compare --replays 20 --only random
     python -m benchmarks.truth.compare --trials 48 --only "TPE per family"   # at twice the quick budget
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
+    python -m benchmarks.truth.compare --against today        # each strategy against one, study seed by study seed
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
 written as it ends, with its budget and the table's content hash: re-running the same command
@@ -42,6 +43,7 @@ import optuna
 import pandas as pd
 import torch
 from filelock import FileLock, Timeout
+from scipy.stats import binomtest, wilcoxon
 
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
 from benchmarks.truth.table import Table, TableError, load, table_path
@@ -233,7 +235,7 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
     rows = []
     for name, group in frame.groupby("strategy", sort=False):
         compared = [f"concludes: {label}" for label in families if f"concludes: {label}" in group.columns]
-        curves = [[tuple(point) for point in json.loads(curve)] for curve in group["hypervolume"]]
+        curves = _curves(group)
         to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
         row = {
             "strategy": name,
@@ -251,11 +253,63 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
         row |= {
             "search device-hours": round(float(group["search_hours"].median()), 2),
             f"hours to {HYPERVOLUME_SHARE:.0%} hypervolume": _median_hours(to_share),
-            f"hypervolume share over {horizon:g} h": round(
-                float(np.mean([area_under([tuple(p) for p in c], horizon) for c in curves])), 3
-            ),
+            f"hypervolume share over {horizon:g} h": round(float(np.mean([area_under(c, horizon) for c in curves])), 3),
             "seconds per replay": round(float(group["replay_seconds"].median()), 2),
         }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _curves(group: pd.DataFrame) -> list[list[tuple[float, float]]]:
+    """Each replay's hypervolume curve, read from its row."""
+    return [[(hours, share) for hours, share in json.loads(curve)] for curve in group["hypervolume"]]
+
+
+def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str]) -> pd.DataFrame:
+    """Each strategy against ``against``, replay by replay of the same study seed (which draws the same
+    table seeds): what one strategy's replays show and the other's do not, and whether it is chance.
+
+    Args:
+        frame: Replays of one budget, rows of ``run_replays``, ``against``'s among them.
+        against: The strategy compared with.
+        horizon: The device-hours the hypervolume share is averaged over.
+        families: The study's family labels (``summary``'s).
+
+    Returns:
+        One row per other strategy: the seeds both replayed; in how many the families conclude alike
+        under it alone and under ``against`` alone, with McNemar's exact p; each family's mean
+        difference in regret, with Wilcoxon's signed-rank p; and the mean difference in hypervolume
+        share over ``horizon``, with its standard error.
+    """
+    compared = [label for label in families if f"concludes: {label}" in frame.columns]  # the baseline is not
+    columns = [f"concludes: {label}" for label in compared]
+    by_seed = {name: group.set_index("seed") for name, group in frame.groupby("strategy", sort=False)}
+    if against not in by_seed:
+        raise ValueError(f"no replays of {against!r} at this budget: replay it first")
+    rows = []
+    for name, group in by_seed.items():
+        if name == against:
+            continue
+        seeds = group.index.intersection(by_seed[against].index)
+        mine, theirs = group.loc[seeds], by_seed[against].loc[seeds]
+        alike, alike_there = (side[columns].astype(bool).all(axis=1) for side in (mine, theirs))
+        only, only_there = int((alike & ~alike_there).sum()), int((alike_there & ~alike).sum())
+        row = {
+            "strategy": name,
+            "seeds": len(seeds),
+            "families conclude alike: only here / only there": f"{only} / {only_there}",
+            "McNemar p": round(float(binomtest(only, only + only_there).pvalue), 3) if only + only_there else 1.0,
+        }
+        for label in compared:
+            difference = mine[f"regret: {label}"] - theirs[f"regret: {label}"]
+            test = wilcoxon(difference).pvalue if difference.any() else 1.0
+            row[f"regret: {label}, mean difference (p)"] = f"{difference.mean():+.2f} ({test:.3f})"
+        share = np.array([area_under(c, horizon) for c in _curves(mine)]) - np.array(
+            [area_under(c, horizon) for c in _curves(theirs)]
+        )
+        row[f"hypervolume share over {horizon:g} h, difference"] = (
+            f"{share.mean():+.3f} ± {share.std(ddof=1) / math.sqrt(len(share)):.3f}"
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -279,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (docs/truth.md's)")
     parser.add_argument(
+        "--against", metavar="NAME", help="print each strategy against the one whose name contains NAME, study seed by study seed"
+    )
+    parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="replays at once, a process each (default: this machine's CPUs)"
     )
     args = parser.parse_args(argv)
@@ -298,7 +355,15 @@ def main(argv: list[str] | None = None) -> int:
     except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    table = summary(frame, args.horizon, [family.label for family in definition.families]).set_index("strategy")
+    families = [family.label for family in definition.families]
+    if args.against is not None:
+        matches = [name for name in names if args.against in name]
+        if len(matches) != 1:
+            print(f"error: --against {args.against!r} names {len(matches)} of the strategies replayed; name one", file=sys.stderr)
+            return 2
+        table = paired(frame, matches[0], args.horizon, families).set_index("strategy")
+    else:
+        table = summary(frame, args.horizon, families).set_index("strategy")
     if args.markdown:
         print(table.to_markdown())
         return 0

@@ -12,7 +12,7 @@ import pytest
 from filelock import FileLock
 
 from benchmarks.truth.build import import_rows
-from benchmarks.truth.compare import ReplaysBusyError, main, replays_path, run_replays, summary
+from benchmarks.truth.compare import ReplaysBusyError, main, paired, replays_path, run_replays, summary
 from benchmarks.truth.replay import (
     Strategy,
     agreement,
@@ -242,6 +242,26 @@ def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
     assert "error: another run is replaying into" in capsys.readouterr().err
     assert replays_path(path).read_bytes() == kept
     assert run_replays(path, [name], 2, definition, preset)["seed"].tolist() == [0, 1]  # released, it runs
+
+
+def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committed: Table, tmp_path: Path) -> None:
+    definition, preset = slice_study_and_preset()
+    path = tmp_path / "slice.csv"
+    write(committed.rows, committed.provenance, path)
+    names = ["random untried, no early stopping", "today: NSGA-II, ASHA per family"]
+    frame = run_replays(path, names, 4, definition, preset)
+    families = [family.label for family in definition.families]
+    row = paired(frame, names[1], 1.0, families).iloc[0]
+    mine, theirs = (frame[frame["strategy"] == name].set_index("seed") for name in names)
+    columns = ["concludes: DAMCHA (paper)", "concludes: DAMCHA (cross)"]
+    only = int((mine[columns].all(axis=1) & ~theirs[columns].all(axis=1)).sum())
+    only_there = int((theirs[columns].all(axis=1) & ~mine[columns].all(axis=1)).sum())
+    assert row["strategy"] == names[0] and row["seeds"] == 4
+    assert row["families conclude alike: only here / only there"] == f"{only} / {only_there}"
+    difference = (mine["regret: DAMCHA (cross)"] - theirs["regret: DAMCHA (cross)"]).mean()
+    assert row["regret: DAMCHA (cross), mean difference (p)"].startswith(f"{difference:+.2f} (")
+    with pytest.raises(ValueError, match="no replays of 'random, no early stopping'"):
+        paired(frame, "random, no early stopping", 1.0, families)
 
 
 def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: Table, tmp_path: Path) -> None:
