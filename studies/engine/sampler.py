@@ -13,10 +13,14 @@ violated, and an ``infeasible`` user attribute saying why (``reports.results.fra
 
 from __future__ import annotations
 
+import copy
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Container
+from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.names import INFEASIBLE_ATTRIBUTE
 from search_space import SearchSpace
@@ -51,11 +55,47 @@ def _tpe(objectives: int, trials: int, seed: int) -> optuna.samplers.TPESampler:
         return optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=_startup(trials))
 
 
+class _ConstrainedAlike:
+    """A study as GPSampler fits it: once a trial carries the ``trainable`` constraint (``tell_infeasible``), every
+    trial does, 0.0 (feasible) where none was set. GPSampler refuses trials whose constraints differ ("The number of
+    constraints must be the same for all trials"); the store keeps the constraint on infeasible trials only."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._whole = study
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._whole, name)
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        trials = self._whole._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        if not any(trial.constraints for trial in trials):
+            return trials  # no infeasible trial: GPSampler's unconstrained search, the one the truth table measured
+        return [trial if trial.constraints else _feasible(trial) for trial in trials]
+
+
+def _feasible(trial: FrozenTrial) -> FrozenTrial:
+    """A copy of ``trial`` with its ``trainable`` constraint satisfied."""
+    told = copy.deepcopy(trial)
+    told.set_constraint(TRAINABLE, 0.0)
+    return told
+
+
+class ConstraintAwareGPSampler(optuna.samplers.GPSampler):
+    """Optuna's GPSampler, which fits a study whose infeasible trials (and only they) carry a constraint."""
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return super().sample_relative(_ConstrainedAlike(study), trial, search_space)
+
+
 SAMPLER_MAKERS: dict[str, Callable[[int, int, int], optuna.samplers.BaseSampler]] = {  # (objectives, trials, seed)
     "nsga2": sampler_for,
     "random": lambda objectives, trials, seed: optuna.samplers.RandomSampler(seed=seed),
     "tpe": _tpe,
-    "gp": lambda objectives, trials, seed: optuna.samplers.GPSampler(
+    "gp": lambda objectives, trials, seed: ConstraintAwareGPSampler(
         seed=seed, n_startup_trials=_startup(trials), warn_independent_sampling=False
     ),
 }

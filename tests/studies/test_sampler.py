@@ -17,7 +17,7 @@ from reports.results.frame import outcome, trials_frame
 from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage import open_storage
 from studies.engine.family_sampler import FamilySampler
-from studies.engine.sampler import TRAINABLE, sampler_for
+from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for
 
 TRIALS = 80
 
@@ -45,6 +45,13 @@ def test_the_products_sampler_learns_from_infeasible_trials_that_no_result_inclu
     frame = trials_frame(study)  # ...and so does every result of this product
     assert set(frame.loc[frame["state"] == INFEASIBLE, "number"]) == infeasible
     assert frame.loc[frame["state"] == INFEASIBLE, "val_accuracy"].isna().all()
+
+
+def test_the_products_gpsampler_searches_beside_infeasible_trials_and_avoids_their_region() -> None:
+    with pytest.raises(ValueError, match="number of constraints must be the same"):  # Optuna's own, on this product's store
+        diverging_share(optuna.samplers.GPSampler(seed=0, n_startup_trials=4), 2, 12)
+    shares = [diverging_share(SAMPLER_MAKERS["gp"](2, 8, seed), 2, 40)[1] for seed in range(2)]  # a family's share: 8
+    assert max(shares) < 0.2 < DIVERGING_SHARE  # told, it learned; its second half rarely diverges
 
 
 class _Watching(optuna.samplers.RandomSampler):
