@@ -29,7 +29,7 @@ SAMPLERS: dict[str, tuple[int, Callable[[int], optuna.samplers.BaseSampler]]] = 
     "TPE": (1, lambda seed: optuna.samplers.TPESampler(seed=seed)),
     "multi-objective TPE": (2, lambda seed: optuna.samplers.TPESampler(seed=seed)),
     "NSGA-II (population 8)": (2, lambda seed: optuna.samplers.NSGAIISampler(seed=seed, population_size=8)),
-    "GPSampler (the product's)": (2, lambda seed: SAMPLER_MAKERS["gp"](2, 8, seed)),  # a quick family's share: 8
+    "GPSampler (product's)": (2, lambda seed: SAMPLER_MAKERS["gp"](2, 8, seed)),  # a quick family's share: 8
 }
 
 
