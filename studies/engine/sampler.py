@@ -4,7 +4,8 @@ Optuna's samplers learn nothing from FAIL trials, so a region whose loss diverge
 whose model does not fit in memory, would be proposed again and again. Optuna's own
 answer is a constraint (``Trial.set_constraint``): a trial whose constraint value is
 above 0 is *infeasible*. NSGA-II ranks it behind every feasible trial (constrained
-domination), TPE counts it among the bad ones, and ``Study.best_trials`` and
+domination), TPE counts it among the bad ones, GPSampler models the constraint
+(``ConstraintAwareGPSampler``), and ``Study.best_trials`` and
 optuna-dashboard leave it out. Samplers read constraints of COMPLETE trials, so such a
 trial is told COMPLETE, with placeholder objective values, its ``trainable`` constraint
 violated, and an ``infeasible`` user attribute saying why (``reports.results.frame`` shows it as
