@@ -18,7 +18,8 @@ and for the families' comparisons alone (the named points' aside); each comparis
 conclusion and median regret (true test accuracy points of the truth's selected configuration
 less the replay's); the search's device-hours; the median device-hours until the configurations
 it completed cover 95% of each family's true hypervolume (mean over families); and that share's
-mean over the first ``--horizon`` device-hours (the area under its curve).
+mean over the first ``--horizon`` device-hours (the area under its curve). ``--against NAME``
+prints instead each strategy against one, replay by replay of the same study seed (``paired``).
 """
 
 from __future__ import annotations
