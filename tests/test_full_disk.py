@@ -34,12 +34,14 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "--lazy", str(folder)], check=True)
 
 
-def _exit(command, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _exit(command, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The command's exit code, standard error and standard output."""
     try:
         code = command(argv)
     except SystemExit as stopped:
         code = stopped.code
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return code, captured.err, captured.out
 
 
 def test_a_report_on_a_full_disk_exits_2_and_leaves_no_partial_page(
@@ -48,7 +50,7 @@ def test_a_report_on_a_full_disk_exits_2_and_leaves_no_partial_page(
     url = f"sqlite:///{tmp_path / 'store.db'}"
     study = optuna.create_study(study_name="plain", storage=url)
     study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=3)
-    code, error = _exit(reports, ["plain", "--storage", url, "-o", str(full_disk / "page.html")], capsys)
+    code, error, _ = _exit(reports, ["plain", "--storage", url, "-o", str(full_disk / "page.html")], capsys)
     assert code == 2 and "No space left on device" in error and "Traceback" not in error
     assert [p.name for p in full_disk.iterdir()] == [FILLER]
 
@@ -58,7 +60,7 @@ def test_a_data_cache_on_a_full_disk_exits_2_after_the_store_and_leaves_no_parti
 ) -> None:
     monkeypatch.chdir(tmp_path)
     argv = ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{tmp_path / 'store.db'}", "--data-cache", str(full_disk)]
-    code, error = _exit(run, argv, capsys)
+    code, error, _ = _exit(run, argv, capsys)
     assert code == 2 and "cannot write the data cache" in error and "No space left on device" in error
     assert "Traceback" not in error
     assert [p.name for p in full_disk.iterdir()] == [FILLER]  # no .partial-<pid> folder
@@ -82,8 +84,8 @@ def test_a_report_s_extra_files_on_a_full_disk_exit_2_naming_the_file_and_leave_
         pytest.importorskip("kaleido")
     target = full_disk / ("tables.md" if option == "--markdown" else "files")
     page = tmp_path / "page.html"
-    code, error = _exit(reports, ["plain", "--storage", finished_store, "-o", str(page), option, str(target)], capsys)
-    if option == "--png" and "no PNGs: kaleido could not render" in capsys.readouterr().out:
+    code, error, out = _exit(reports, ["plain", "--storage", finished_store, "-o", str(page), option, str(target)], capsys)
+    if option == "--png" and "no PNGs: kaleido could not render" in out:
         pytest.skip("kaleido finds no Chrome or Chromium here")
     assert code == 2 and "No space left on device" in error and "Traceback" not in error, error
     assert f"cannot write {target}" in error and str(page) not in error
@@ -103,7 +105,7 @@ def test_a_run_whose_store_is_on_a_full_disk_exits_2_in_one_sentence(
     os.truncate(filler, filler.stat().st_size - room)  # a page for the lock's pid, none for the database
     store = full_disk / "store.db"
     argv = ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{store}", "--data-cache", str(tmp_path / "data")]
-    code, error = _exit(run, argv, capsys)
+    code, error, _ = _exit(run, argv, capsys)
     assert code == 2 and "Traceback" not in error, error
     full = store.with_name("store.db.writer-lock") if room == 0 else f"the store sqlite:///{store}"
     assert f"no space left on the disk of {full}" in error, error
