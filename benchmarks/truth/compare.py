@@ -235,7 +235,7 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
     """
     rows = []
     for name, group in frame.groupby("strategy", sort=False):
-        compared = [f"concludes: {label}" for label in families if f"concludes: {label}" in group.columns]
+        compared = [f"concludes: {label}" for label in _compared(group, families)]
         curves = _curves(group)
         to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
         row = {
@@ -261,6 +261,11 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
     return pd.DataFrame(rows)
 
 
+def _compared(frame: pd.DataFrame, families: list[str]) -> list[str]:
+    """The families ``frame``'s replays compare with the baseline (which is not compared with itself)."""
+    return [label for label in families if f"concludes: {label}" in frame.columns]
+
+
 def _curves(group: pd.DataFrame) -> list[list[tuple[float, float]]]:
     """Each replay's hypervolume curve, read from its row."""
     return [[(hours, share) for hours, share in json.loads(curve)] for curve in group["hypervolume"]]
@@ -282,7 +287,7 @@ def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str
         difference in regret, with Wilcoxon's signed-rank p; and the mean difference in hypervolume
         share over ``horizon``, with its standard error.
     """
-    compared = [label for label in families if f"concludes: {label}" in frame.columns]  # the baseline is not
+    compared = _compared(frame, families)
     columns = [f"concludes: {label}" for label in compared]
     by_seed = {name: group.set_index("seed") for name, group in frame.groupby("strategy", sort=False)}
     if against not in by_seed:

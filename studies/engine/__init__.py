@@ -5,6 +5,7 @@ records      the run's Optuna study, created or resumed, with its settings recor
 queue        the store as the queue of planned trials (next family, retries, repeats); dead drivers' trials
 ledger       asks configurations and records every report and ending in the Optuna study
 sampler      the Optuna sampler, and infeasible configurations told to it
+study_view   a study as a sampler sees it: its trials shown through a function
 repeats      each family's selected configurations queued again on fresh seeds
 cluster      Ray: join a cluster or start a local one; what one trial asks of it
 signals      SIGTERM and SIGHUP stop a run as Ctrl-C does

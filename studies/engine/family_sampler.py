@@ -4,7 +4,7 @@ A study searches several attention families in one Optuna study, the family fixe
 queued values (``studies.engine.queue.enqueue``). A sampler given the whole study pools what it
 learns across families, and sees a space conditional on ``attention``: NSGA-II and GPSampler then
 draw the DAMCHA-only knobs at random. ``FamilySampler`` gives each family a sampler of its own
-that sees that family's trials alone (``_FamilyView``), so that its space is fixed.
+that sees that family's trials alone (a ``StudyView``), so that its space is fixed.
 
 Independently, with the families' configurations given (``untried``), it never proposes a
 configuration the family has tried while one it has not is left: a finite space is searched
@@ -14,7 +14,7 @@ without replacement, and a family whose space is smaller than its budget is sear
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from reports.results.names import POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
 from studies.catalogue.schema import Study
+from studies.engine.study_view import StudyView
 
 RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
 
@@ -40,29 +41,6 @@ def family_configurations(definition: Study, space: SearchSpace) -> dict[str, li
 
 def _family(trial: FrozenTrial) -> str | None:
     return trial.user_attrs.get("family")
-
-
-class _FamilyView:
-    """A study as one family's sampler sees it: that family's trials only, the rest as it is."""
-
-    def __init__(self, study: optuna.Study, family: str | None) -> None:
-        self._whole, self._family = study, family
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._whole, name)
-
-    def _get_trials(
-        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
-    ) -> list[FrozenTrial]:
-        trials = self._whole._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
-        return [trial for trial in trials if _family(trial) == self._family]
-
-    def get_trials(self, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
-        return self._get_trials(deepcopy, states)
-
-    @property
-    def trials(self) -> list[FrozenTrial]:
-        return self.get_trials()
 
 
 class FamilySampler(optuna.samplers.BaseSampler):
@@ -96,7 +74,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
         if family not in self._samplers:
             offset = zlib.crc32(family.encode()) if family else 0  # independent of the order families come in
             self._samplers[family] = self._make((self._seed + offset) % 2**32)
-        view = _FamilyView(study, family) if self._per_family else study
+        view = StudyView(study, lambda trials: [t for t in trials if _family(t) == family]) if self._per_family else study
         return self._samplers[family], view
 
     def _open(self, study: optuna.Study, trial: FrozenTrial, chosen: Mapping[str, Any]) -> list[Mapping[str, Value]] | None:

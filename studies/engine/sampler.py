@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from reports.results.names import INFEASIBLE_ATTRIBUTE
 from search_space import SearchSpace
 from studies.catalogue.schema import Search, Study
 from studies.engine.family_sampler import FamilySampler, family_configurations
+from studies.engine.study_view import StudyView
 
 TRAINABLE = "trainable"  # the constraint's name: 1.0 when violated
 
@@ -56,24 +57,13 @@ def _tpe(objectives: int, trials: int, seed: int) -> optuna.samplers.TPESampler:
         return optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=_startup(trials))
 
 
-class _ConstrainedAlike:
-    """A study as GPSampler fits it: once a trial carries the ``trainable`` constraint (``tell_infeasible``), every
-    trial does, 0.0 (feasible) where none was set. GPSampler refuses trials whose constraints differ ("The number of
+def _constrained_alike(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """``trials`` as GPSampler fits them: once one carries the ``trainable`` constraint (``tell_infeasible``), every
+    one does, 0.0 (feasible) where none was set. GPSampler refuses trials whose constraints differ ("The number of
     constraints must be the same for all trials"); the store keeps the constraint on infeasible trials only."""
-
-    def __init__(self, study: optuna.Study) -> None:
-        self._whole = study
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._whole, name)
-
-    def _get_trials(
-        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
-    ) -> list[FrozenTrial]:
-        trials = self._whole._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
-        if not any(trial.constraints for trial in trials):
-            return trials  # no infeasible trial: GPSampler's unconstrained search, the one the truth table measured
-        return [trial if trial.constraints else _feasible(trial) for trial in trials]
+    if not any(trial.constraints for trial in trials):
+        return trials  # no infeasible trial: GPSampler's unconstrained search, the one the truth table measured
+    return [trial if trial.constraints else _feasible(trial) for trial in trials]
 
 
 def _feasible(trial: FrozenTrial) -> FrozenTrial:
@@ -89,7 +79,7 @@ class ConstraintAwareGPSampler(optuna.samplers.GPSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        return super().sample_relative(_ConstrainedAlike(study), trial, search_space)
+        return super().sample_relative(StudyView(study, _constrained_alike), trial, search_space)
 
 
 SAMPLER_MAKERS: dict[str, Callable[[int, int, int], optuna.samplers.BaseSampler]] = {  # (objectives, trials, seed)
