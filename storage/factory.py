@@ -33,6 +33,7 @@ SQLITE_SIDECARS = ("-journal", "-wal", "-shm")  # files SQLite keeps beside a da
 WRITER_LOCK_SUFFIX = ".writer-lock"  # ``single_writer``'s lock file, beside the database
 STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
 CONNECT_TIMEOUT_S = 10
+SCHEMA_LOCK_NAME = "\0optuna tables"  # the ``StudyLock`` held while Optuna creates a store's tables (no study has a NUL)
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")
 EXAMPLES = "sqlite:///runs/optuna.db or postgresql+psycopg://USER@HOST:PORT/DATABASE"
 SQLITE_TIMEOUT_S = 60
@@ -438,7 +439,10 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:
-        with warnings.catch_warnings():  # Optuna marks its heartbeat experimental
+        # Optuna creates a new database's tables unguarded: two drivers starting at once on an empty PostgreSQL
+        # database would both issue CREATE TABLE, and the second fail ("relation ... already exists").
+        schema_lock = contextlib.nullcontext() if read_only else StudyLock(url, SCHEMA_LOCK_NAME).held()
+        with schema_lock, warnings.catch_warnings():  # Optuna marks its heartbeat experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             storage = optuna.storages.RDBStorage(connect, engine_kwargs=engine_kwargs, skip_table_creation=read_only, **heartbeat)
         if read_only:  # nothing was read yet (no tables created): read once, so that a store it cannot use fails here
@@ -467,7 +471,8 @@ class StudyLock:
     on SQLite, where ``single_writer`` admits one driver, it does nothing.
 
     Drivers hold it while they count the study's trials and ask for the next one, so that
-    together they never start more trials than the budget.
+    together they never start more trials than the budget; and, named ``SCHEMA_LOCK_NAME``,
+    while Optuna creates the store's tables (``open_storage``).
     """
 
     def __init__(self, url: str, study_name: str, on_wait: Callable[[], None] | None = None) -> None:
