@@ -203,8 +203,9 @@ def run_replays(
         ]
         have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
         wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
-        # By strategy, the ones named first, then the file's others in its order; then by budget and seed.
-        order = {name: rank for rank, name in enumerate(dict.fromkeys([*names, *(row["strategy"] for row in rows)]))}
+        # The file in one order whatever a run names (``STRATEGIES``', then strategies no longer there), so that
+        # its diffs show the rows a run added; then by budget and seed.
+        order = {name: rank for rank, name in enumerate(dict.fromkeys([*STRATEGIES, *(row["strategy"] for row in rows)]))}
 
         def keep(row: dict[str, object]) -> None:
             rows.append(row)
@@ -221,7 +222,8 @@ def run_replays(
                 for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
                     keep(future.result())
         frame = pd.DataFrame(rows)
-        return frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)].reset_index(drop=True)
+        frame = frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)]
+        return frame.sort_values("strategy", key=lambda column: column.map(names.index), kind="stable").reset_index(drop=True)
 
 
 def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.DataFrame:
