@@ -86,6 +86,26 @@ NSGA2_WITH_ASHA = Search("nsga2", per_family=False, untried=False, stopping_rule
 
 
 @dataclass(frozen=True)
+class DecidingSeeds:
+    """More runs of an exhaustive preset's configurations where a verdict is decided: a truth
+    table's judging seeds go where a matched-cost comparison can select (docs/truth.md).
+
+    Attributes:
+        seeds: Runs of each matching configuration in all (more than ``Preset.exhaustive_seeds``).
+        where: A configuration matches when it holds every value of one of these mappings, a
+            knob's value by the knob's name and a named point by ``point`` (its label).
+    """
+
+    seeds: int
+    where: tuple[Mapping[str, Value], ...]
+
+    def matches(self, entry: GridEntry) -> bool:
+        """Whether ``entry``'s configuration is one that gets the extra runs."""
+        held = dict(entry.configuration) | {"point": entry.point and entry.point.label}
+        return any(all(name in held and held[name] == value for name, value in where.items()) for where in self.where)
+
+
+@dataclass(frozen=True)
 class Preset:
     """A study's budget.
 
@@ -113,6 +133,8 @@ class Preset:
             named points' too) trains ``k`` times, the ``i``-th time on a seed shared by every
             configuration's ``i``-th run, families in turn, each seed's pass over the whole space
             before the next (a truth table: ``benchmarks.truth``). ``trials`` is then the table's size.
+        deciding: With ``exhaustive_seeds``: the configurations that train more times than the
+            rest (``DecidingSeeds``), their extra passes after the whole space's.
     """
 
     name: str
@@ -129,11 +151,16 @@ class Preset:
     repeat_seeds: int = 3
     parallel_trials: int = 2
     exhaustive_seeds: int = 0
+    deciding: DecidingSeeds | None = None
 
     def __post_init__(self) -> None:
-        """Training settings live in ``train`` alone (one source per setting)."""
+        """Training settings live in ``train`` alone (one source per setting); deciding seeds add to a table's."""
         if misplaced := sorted(set(self.fixed) & set(TRAINING_KNOBS)):
             raise ValueError(f"preset {self.name!r} sets training knobs {misplaced} in fixed; set them in its train config")
+        if self.deciding is not None and self.deciding.seeds <= self.exhaustive_seeds:
+            raise ValueError(
+                f"preset {self.name!r}: deciding seeds ({self.deciding.seeds}) must exceed exhaustive_seeds ({self.exhaustive_seeds})"
+            )
 
     @property
     def decision_lag(self) -> int:
@@ -296,16 +323,17 @@ class Study:
                 domains[name] = Choice(tuple(value for value in domain.values if value in values))
         return domains
 
-    def exhaustive_grid(self, space: SearchSpace, seeds: int) -> list[GridEntry]:
+    def exhaustive_grid(self, space: SearchSpace, seeds: int, deciding: DecidingSeeds | None = None) -> list[GridEntry]:
         """The trials of an exhaustive preset (``Preset.exhaustive_seeds``), in the order they train.
 
         Seed ``i``'s pass comes before seed ``i + 1``'s; within a pass the families take turns,
         one configuration each, each family's named points first (``SearchSpace.configurations``
-        gives every family's order).
+        gives every family's order). The deciding configurations' extra passes come last.
 
         Args:
             space: The preset's space (``space_for``, narrowed by the user's ``--fix``).
             seeds: Runs of each configuration.
+            deciding: Which configurations run more times, and how many in all (``Preset.deciding``).
         """
         queues: list[list[GridEntry]] = []
         for family in self.families:
@@ -318,7 +346,15 @@ class Study:
             entries += [GridEntry(family, configuration) for configuration in space.configurations(family.values)]
             queues.append(entries)
         one_pass = [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
-        return [replace(entry, seed_index=index) for index in range(seeds) for entry in one_pass]
+        grid = [replace(entry, seed_index=index) for index in range(seeds) for entry in one_pass]
+        if deciding is not None:
+            decisive = [entry for entry in one_pass if deciding.matches(entry)]
+            grid += [replace(entry, seed_index=index) for index in range(seeds, deciding.seeds) for entry in decisive]
+        return grid
+
+    def table_grid(self, space: SearchSpace, preset: Preset) -> list[GridEntry]:
+        """An exhaustive preset's whole table (``exhaustive_grid`` with its seeds and deciding seeds)."""
+        return self.exhaustive_grid(space, preset.exhaustive_seeds, preset.deciding)
 
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""

@@ -169,7 +169,7 @@ class Ledger:
         self.then = then
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
         self.best_value: float | None = None  # of the objective, over this run's complete trials
-        self.grid = definition.exhaustive_grid(space, preset.exhaustive_seeds) if preset.exhaustive_seeds else []
+        self.grid = definition.table_grid(space, preset) if preset.exhaustive_seeds else []
 
     def remaining(self) -> int:
         """Trials left to ask: the store's queue, then searched trials up to the budget."""

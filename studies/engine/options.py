@@ -367,7 +367,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     if options.trials is not None:
         trials = options.trials
     elif preset.exhaustive_seeds:  # the whole table, as --fix narrowed it
-        trials = len(study.exhaustive_grid(space, preset.exhaustive_seeds))
+        trials = len(study.table_grid(space, preset))
     else:
         trials = preset.trials
     check_trials_cover_families(study, trials)

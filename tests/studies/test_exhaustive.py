@@ -118,7 +118,27 @@ def test_a_stopped_table_resumes_where_it_left_off_and_a_died_trial_is_retried_o
 
 def test_lra_sharing_table_trains_the_quick_preset_s_whole_space() -> None:
     quick, table = LRA_SHARING.preset("quick"), LRA_SHARING.preset("table")
-    assert replace(table, name="quick", description=quick.description, trials=quick.trials) == replace(
+    assert replace(table, name="quick", description=quick.description, trials=quick.trials, deciding=None) == replace(
         quick, repeat_seeds=0, exhaustive_seeds=3
     )  # the same task, training, fixed knobs and domains
-    assert table.trials == len(LRA_SHARING.exhaustive_grid(LRA_SHARING.space_for(table), 3))
+    assert table.trials == len(LRA_SHARING.table_grid(LRA_SHARING.space_for(table), table))
+
+
+def test_the_deciding_configurations_train_more_seeds_after_the_whole_space() -> None:
+    table = LRA_SHARING.preset("table")
+    space = LRA_SHARING.space_for(table)
+    grid = LRA_SHARING.table_grid(space, table)
+    whole = LRA_SHARING.exhaustive_grid(space, 3)
+    assert grid[: len(whole)] == whole  # the committed 3-seed table is the first part, unchanged
+    extra = grid[len(whole) :]
+    assert {entry.seed_index for entry in extra} == set(range(3, 9))
+    runs = Counter((entry.family.label, entry.point and entry.point.label, tuple(entry.configuration.items())) for entry in extra)
+    assert set(runs.values()) == {6}
+    for family, point, configuration in runs:
+        knobs = dict(configuration)
+        assert (
+            point == "authors' configuration"
+            or (knobs["d_model"] == 64 and knobs["learning_rate"] == 1e-3)
+            or (family == "MHA" and knobs["learning_rate"] == 1e-3)
+        )
+    assert Counter(family for family, _, _ in runs) == Counter({"MHA": 4, "DAMCHA (paper)": 16 + 4, "DAMCHA (cross)": 16})
