@@ -3,6 +3,7 @@ knob's true effect per family.
 
     python -m benchmarks.truth                                # lra_sharing's committed table
     python -m benchmarks.truth --table path/to/table.csv      # another one (its .json beside it)
+    python -m benchmarks.truth --resamples 0                  # without the truth's stability (a minute or more)
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.truth.table import TableError, load, table_path
+from benchmarks.truth.stability import stability
+from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
 from reports.results.configurations import knob_text
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
@@ -29,7 +31,15 @@ def _knobs_text(row: pd.Series, knobs: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", type=Path, default=DEFAULT_TABLE, help=f"the table (default: {DEFAULT_TABLE.name})")
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=100,
+        help="bootstrap resamples of the seeds for the truth's stability (default: 100, about a second each; 0: none)",
+    )
     args = parser.parse_args(argv)
+    if args.resamples < 0:
+        parser.error(f"--resamples must be 0 or more, got {args.resamples}")
     try:
         table = load(args.table)
     except TableError as error:
@@ -59,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         "their test values):"
     )
     print("  " + true_verdict(table).sentence)
+    if args.resamples:
+        _print_stability(table, args.resamples)
 
     print("\nKnob effects per family (test accuracy points, configurations that differ in that knob alone):")
     for effect in knob_effects(configs, table.knobs):
@@ -70,6 +82,24 @@ def main(argv: list[str] | None = None) -> int:
             f"{effect.flops_ratio:.2f}x the FLOPs"
         )
     return 0
+
+
+def _print_stability(table: Table, resamples: int) -> None:
+    """Each comparison's power and how often resampled seeds change its pick, sign and significance."""
+    print(f"\nStability of the true verdict (leave one seed out; {resamples} bootstrap resamples of the seeds, seed 0):")
+    for entry in stability(table, resamples):
+        comparison = entry.comparison
+        loo, boot = entry.leave_one_out, entry.bootstrap
+        stable = [name for name, holds in (("pick", entry.pick_stable), ("sign", entry.sign_stable)) if holds]
+        stable += ["significance"] if entry.significance_stable else []
+        seeds = comparison.test.seeds[0] if comparison.test else 0
+        print(
+            f"  {comparison.family}: {comparison.difference:+.2f} points over {seeds} "
+            f"seeds (paired SD {entry.deviation:.2f}; power {entry.power:.2f} at Holm's first step, 0.8 needs "
+            f"{entry.seeds_needed} seeds); leaving one seed out changes the pick in {loo.pick:.0%}, the sign in "
+            f"{loo.sign:.0%}, the significance in {loo.significance:.0%}; bootstrap: {boot.pick:.0%}, {boot.sign:.0%}, "
+            f"{boot.significance:.0%}; stable: {', '.join(stable) or 'nothing'}"
+        )
 
 
 if __name__ == "__main__":

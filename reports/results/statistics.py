@@ -102,3 +102,40 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (len(defined) - rank) * p))
         adjusted[index] = running
     return adjusted
+
+
+def paired_power(difference: float, deviation: float, seeds: int, alpha: float = 1 - LEVEL) -> float:
+    """The power of a two-sided paired t-test at level ``alpha``: how often ``seeds`` shared seeds find
+    a true mean difference ``difference`` significant, when paired differences spread by ``deviation``
+    (standard deviation) from seed to seed (the noncentral t distribution).
+
+    Args:
+        difference: The true mean difference (any unit; ``deviation``'s).
+        deviation: The paired differences' standard deviation, > 0.
+        seeds: Paired values, at least 2.
+        alpha: The test's level (Holm's smallest step divides it by the comparisons).
+
+    Returns:
+        The probability of a significant result, in [alpha, 1).
+
+    Raises:
+        ValueError: fewer than 2 seeds, or a deviation that is not positive.
+    """
+    if seeds < 2 or not deviation > 0:
+        raise ValueError(f"power needs at least 2 seeds and a positive deviation, got {seeds} and {deviation}")
+    stats = _stats()
+    degrees = seeds - 1
+    critical = float(stats.t.ppf(1 - alpha / 2, degrees))
+    shift = difference / deviation * math.sqrt(seeds)
+    # The far tail's mass underflows to NaN in scipy for large shifts: it is then 0.
+    tails = (stats.nct.sf(critical, degrees, abs(shift)), stats.nct.cdf(-critical, degrees, abs(shift)))
+    return float(sum(0.0 if math.isnan(tail) else tail for tail in tails))
+
+
+def seeds_for_power(difference: float, deviation: float, power: float = 0.8, alpha: float = 1 - LEVEL, most: int = 1000) -> int:
+    """The fewest shared seeds at which a paired t-test finds ``difference`` significant with ``power``
+    (``paired_power``); ``most + 1`` when even ``most`` seeds do not."""
+    for seeds in range(2, most + 1):
+        if paired_power(difference, deviation, seeds, alpha) >= power:
+            return seeds
+    return most + 1

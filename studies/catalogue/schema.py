@@ -159,7 +159,8 @@ class Preset:
             raise ValueError(f"preset {self.name!r} sets training knobs {misplaced} in fixed; set them in its train config")
         if self.deciding is not None and self.deciding.seeds <= self.exhaustive_seeds:
             raise ValueError(
-                f"preset {self.name!r}: deciding seeds ({self.deciding.seeds}) must exceed exhaustive_seeds ({self.exhaustive_seeds})"
+                f"preset {self.name!r}: deciding seeds ({self.deciding.seeds}) must be more than "
+                f"exhaustive_seeds ({self.exhaustive_seeds})"
             )
 
     @property

@@ -25,6 +25,7 @@ from benchmarks.truth.replay import (
     same_answer,
     same_conclusion,
 )
+from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
 from reports.results.names import ACCURACY, TEST_ACCURACY
@@ -118,6 +119,36 @@ def test_the_truth_of_the_slice_compares_every_family_at_matched_cost(committed:
     effects = {(e.family, e.knob): e for e in knob_effects(configs, committed.knobs)}
     assert effects[("DAMCHA (cross)", "generator_depth")].pairs == 8  # 16 configurations, paired by depth
     assert effects[("MHA", "learning_rate")].pairs == 1
+
+
+def test_seeds_are_resampled_together_within_the_seeds_the_same_configurations_have(committed: Table) -> None:
+    doubled = with_seeds(committed, [2, 2])
+    assert sorted(doubled.rows["seed_index"].unique()) == [0, 1]
+    for index in (0, 1):  # both copies are seed 2's rows
+        copy = doubled.rows[doubled.rows["seed_index"] == index]
+        pd.testing.assert_series_equal(
+            copy[TEST_ACCURACY].reset_index(drop=True),
+            committed.rows.loc[committed.rows["seed_index"] == 2, TEST_ACCURACY].reset_index(drop=True),
+        )
+    mha = committed.rows[(committed.rows["family"] == "MHA")]
+    deeper = pd.concat([committed.rows, *(mha.assign(seed_index=index) for index in (3, 4))], ignore_index=True)
+    assert seed_strata(Table(deeper, committed.provenance)) == [[0, 1, 2], [3, 4]]
+
+
+def test_the_truth_s_stability_counts_the_resamples_that_change_a_comparison(committed: Table) -> None:
+    entries = stability(committed, resamples=4)
+    truth = true_verdict(committed)
+    assert [entry.comparison.family for entry in entries] == [c.family for c in truth.comparisons]
+    for entry in entries:
+        assert entry.leave_one_out.resamples == 3 and entry.bootstrap.resamples == 4
+        for changes in (entry.leave_one_out, entry.bootstrap):
+            assert all(0 <= share <= 1 for share in (changes.pick, changes.sign, changes.significance))
+        assert 0 < entry.power < 1 and entry.seeds_needed >= 2 and entry.deviation > 0
+    # one seed left out by hand: the first leave-one-out resample
+    alone = true_verdict(with_seeds(committed, [1, 2])).comparisons
+    first = entries[0]
+    flipped = math.copysign(1, alone[0].difference) != math.copysign(1, first.comparison.difference)
+    assert first.leave_one_out.sign >= flipped / 3
 
 
 def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table) -> None:

@@ -13,7 +13,7 @@ from reports.results.fronts import best, pareto_mask
 from reports.results.matching import COST_BAND, front_relation, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE
 from reports.results.quality import QUALITIES
-from reports.results.statistics import holm, mean_interval, welch_test
+from reports.results.statistics import holm, mean_interval, paired_power, seeds_for_power, welch_test
 from reports.results.verdict import headline
 
 KNOBS = ["attention", "metric_rank"]
@@ -208,3 +208,20 @@ def test_pareto_front_and_best_of_a_minimised_objective_keep_the_lowest_values()
     rows = in_bits_per_byte(frame([("MHA", 0, 2.0, 100), ("MHA", 0, 2.5, 50), ("D", 4, 3.0, 60), ("D", 8, 1.5, 200)]))
     assert best(rows)["val_bits_per_byte"] == 1.5
     assert pareto_mask(rows).tolist() == [True, True, False, True]  # 3.0 at 60 FLOPs: beaten by 2.5 at 50
+
+
+@pytest.mark.parametrize(("difference", "seeds", "alpha"), [(3.1, 3, 0.05), (3.1, 6, 0.05 / 3), (1.0, 9, 0.05), (-4.9, 4, 0.05)])
+def test_a_paired_t_test_s_power_is_what_simulated_studies_find(difference: float, seeds: int, alpha: float) -> None:
+    rng = np.random.default_rng(0)
+    differences = rng.normal(difference, 1.6, size=(20_000, seeds))  # paired differences, SD 1.6 points
+    found = np.mean(stats.ttest_1samp(differences, 0.0, axis=1).pvalue < alpha)
+    assert paired_power(difference, 1.6, seeds, alpha) == pytest.approx(found, abs=0.015)
+
+
+def test_the_seeds_a_power_needs_are_the_fewest_that_reach_it() -> None:
+    needed = seeds_for_power(3.1, 1.6, power=0.8)
+    assert paired_power(3.1, 1.6, needed) >= 0.8 > paired_power(3.1, 1.6, needed - 1)
+    assert seeds_for_power(0.0, 1.6, most=20) == 21  # no difference: no number of seeds finds one
+    assert paired_power(30.0, 1.0, 9) == pytest.approx(1.0)  # the far tail underflows in scipy: counted as nothing
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        paired_power(1.0, 1.6, 1)
