@@ -48,8 +48,9 @@ from scipy.stats import binomtest, wilcoxon
 
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
 from benchmarks.truth.table import Table, TableError, load, table_path
-from benchmarks.truth.truth import configurations, true_verdict
-from reports.results.verdict import Headline
+from benchmarks.truth.truth import configurations, point_truths, true_verdict
+from reports.results.statistics import holm
+from reports.results.verdict import Comparison, Headline
 from studies.catalogue import get_study
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
@@ -126,6 +127,7 @@ class _Replaying:
     preset: Preset
     table: Table
     truth: Headline
+    variants: dict[tuple, Comparison]
     configs: pd.DataFrame
     version: str
 
@@ -147,7 +149,7 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
     r = _REPLAYING
     started = time.monotonic()
     result = replay(r.definition, r.preset, r.table, STRATEGIES[name], seed)
-    scored = agreement(r.truth, result, r.configs, r.table.knobs)
+    scored = agreement(r.truth, result, r.configs, r.table.knobs, r.variants)
     return {
         "strategy": name,
         "trials": r.preset.trials,
@@ -158,8 +160,12 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
         "concludes": scored.concludes_alike,
         **{f"concludes: {label}": value for label, value in scored.concludes.items()},
         **{f"regret: {label}": value for label, value in scored.regret.items()},
+        **{f"sign: {label}": value for label, value in scored.sign.items()},
         "search_hours": result.device_hours[0],
         "repeat_hours": result.device_hours[1],
+        "sampler_hours": round(result.sampler_hours, 6),
+        "fallback_repeats": result.fallback_repeats,
+        "leaked_repeats": result.leaked_repeats,
         "hypervolume": json.dumps([[round(h, 5), round(s, 5)] for h, s in result.hypervolume]),
         "replay_seconds": round(time.monotonic() - started, 3),
     }
@@ -192,14 +198,20 @@ def run_replays(
         table = load(table_file)
         version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
         replaying = _Replaying(
-            definition, replay_preset(preset, table), table, true_verdict(table), configurations(table), version
+            definition,
+            replay_preset(preset, table),
+            table,
+            true_verdict(table),
+            point_truths(table),
+            configurations(table),
+            version,
         )
         done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
         # Rows of another state of the table, or written before a column the summary reads, are redone.
         rows = [
             row
             for row in done.to_dict("records")
-            if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes"))
+            if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes", "leaked_repeats"))
         ]
         have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
         wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
@@ -249,12 +261,15 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
             "families conclude alike": f"{group[compared].astype(bool).all(axis=1).mean():.0%}",
         }
         for column in group.columns:
-            if column.startswith(("agrees: ", "concludes: ")):
+            if column.startswith(("agrees: ", "concludes: ", "sign: ")):
                 row[column] = f"{group[column].astype(bool).mean():.0%}"
             elif column.startswith("regret: "):
                 row[f"median {column}"] = round(float(group[column].median()), 2)
         row |= {
             "search device-hours": round(float(group["search_hours"].median()), 2),
+            # the whole study: its search, its sampler's proposals and its repeats (the budget the answer costs)
+            "device-hours": round(float((group["search_hours"] + group["sampler_hours"] + group["repeat_hours"]).median()), 2),
+            "repeats on searched seeds": f"{(group['leaked_repeats'] > 0).mean():.0%}",
             f"hours to {HYPERVOLUME_SHARE:.0%} hypervolume": _median_hours(to_share),
             f"hypervolume share over {horizon:g} h": round(float(np.mean([area_under(c, horizon) for c in curves])), 3),
             "seconds per replay": round(float(group["replay_seconds"].median()), 2),
@@ -285,33 +300,38 @@ def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str
 
     Returns:
         One row per other strategy: the seeds both replayed; in how many the families conclude alike
-        under it alone and under ``against`` alone, with McNemar's exact p; each family's mean
-        difference in regret, with Wilcoxon's signed-rank p; and the mean difference in hypervolume
-        share over ``horizon``, with its standard error.
+        under it alone and under ``against`` alone, and the whole verdict, each with McNemar's exact p;
+        each family's mean difference in regret, with Wilcoxon's signed-rank p; every p also
+        Holm-adjusted across the table's tests; and the mean difference in hypervolume share over
+        ``horizon`` (reported, never the criterion), with its standard error.
     """
     compared = _compared(frame, families)
     columns = [f"concludes: {label}" for label in compared]
     by_seed = {name: group.set_index("seed") for name, group in frame.groupby("strategy", sort=False)}
     if against not in by_seed:
         raise ValueError(f"no replays of {against!r} at this budget: replay it first")
-    rows = []
+    rows, p_values = [], []
     for name, group in by_seed.items():
         if name == against:
             continue
         seeds = group.index.intersection(by_seed[against].index)
         mine, theirs = group.loc[seeds], by_seed[against].loc[seeds]
-        alike, alike_there = (side[columns].astype(bool).all(axis=1) for side in (mine, theirs))
-        only, only_there = int((alike & ~alike_there).sum()), int((alike_there & ~alike).sum())
-        row = {
-            "strategy": name,
-            "seeds": len(seeds),
-            "families conclude alike: only here / only there": f"{only} / {only_there}",
-            "McNemar p": round(float(binomtest(only, only + only_there).pvalue), 3) if only + only_there else 1.0,
-        }
+        row: dict[str, object] = {"strategy": name, "seeds": len(seeds)}
+        for what, alike, alike_there in (
+            ("families conclude alike", *(side[columns].astype(bool).all(axis=1) for side in (mine, theirs))),
+            ("verdict concludes alike", mine["concludes"].astype(bool), theirs["concludes"].astype(bool)),
+        ):
+            only, only_there = int((alike & ~alike_there).sum()), int((alike_there & ~alike).sum())
+            row[f"{what}: only here / only there"] = f"{only} / {only_there}"
+            p = float(binomtest(only, only + only_there).pvalue) if only + only_there else 1.0
+            row[f"{what}: McNemar p"] = p
+            p_values.append((len(rows), f"{what}: McNemar p"))
         for label in compared:
             difference = mine[f"regret: {label}"] - theirs[f"regret: {label}"]
             test = wilcoxon(difference).pvalue if difference.any() else 1.0
-            row[f"regret: {label}, mean difference (p)"] = f"{difference.mean():+.2f} ({test:.3f})"
+            row[f"regret: {label}, mean difference"] = round(float(difference.mean()), 2)
+            row[f"regret: {label}, Wilcoxon p"] = float(test)
+            p_values.append((len(rows), f"regret: {label}, Wilcoxon p"))
         share = np.array([area_under(c, horizon) for c in _curves(mine)]) - np.array(
             [area_under(c, horizon) for c in _curves(theirs)]
         )
@@ -319,6 +339,11 @@ def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str
             f"{share.mean():+.3f} ± {share.std(ddof=1) / math.sqrt(len(share)):.3f}"
         )
         rows.append(row)
+    # Holm's correction across every test of the table: strategies times the answer's measures.
+    adjusted = holm([float(rows[index][column]) for index, column in p_values])  # type: ignore[arg-type]
+    for (index, column), value in zip(p_values, adjusted, strict=True):
+        rows[index][column] = round(float(rows[index][column]), 3)  # type: ignore[arg-type]
+        rows[index][column.replace(" p", " p (Holm)")] = round(value, 3)
     return pd.DataFrame(rows)
 
 

@@ -4,20 +4,33 @@ A replay runs a study's ``Ledger`` (families in turn, its sampler, its early sto
 lag, its named point) and then its seed repeats (``studies.engine.repeats.plan_repeats``) on an
 in-memory Optuna study. Trials train on ``Preset.parallel_trials`` simulated slots: a trial takes
 its configuration's measured wall time (the median over the table's seeds; the fraction of it
-that a trial stopped early ran) and reports the table's learning curve of one of its seeds, drawn
-at random for a search trial; seed repeat ``k`` reads the table's seed ``k - 1``, so repeat ``k``
-of every configuration shares a seed, as in a study. A table with fewer seeds than the preset
-repeats caps the repeats at its seeds (``replay_preset``). The replay's verdict is the product's
-own (``reports.results.verdict``) on the replay's trial frame, and is scored against the truth
-(``benchmarks.truth.truth``): the same direction and significance per comparison, each family's
-regret, and the hypervolume of what the search found against device-hours.
+that a trial stopped early ran) and reports the table's learning curve of one of its seeds.
+
+A replay never judges on a seed its search read, as a real run's repeats are fresh seeds
+(``SeedRoles``): a search trial reads one of the seeds every configuration has, drawn at random;
+seed repeat ``k`` of every configuration reads the ``k``-th judging seed (the seeds only the
+deciding configurations have: ``studies.catalogue.schema.DecidingSeeds``), so repeat ``k`` of
+every configuration shares a seed, as in a study. A configuration without judging seeds is judged
+on its seeds that no search trial of it read, and where those run out on the others: such
+repeats are counted (``Replay.fallback_repeats``, ``Replay.leaked_repeats``). The preset's
+repeats are capped at the judging seeds (``replay_preset``). The sampler's own time (its
+``ask``) is measured beside the trials' (``Replay.sampler_hours``).
+
+The replay's verdict is the product's own (``reports.results.verdict``) on the replay's trial
+frame, and is scored against the truth (``benchmarks.truth.truth``): the same direction and
+significance per comparison, each family's regret, and the hypervolume of what the search found
+against device-hours. A named point's comparison is scored against the truth's comparison of the
+variant (width, heads) the replay trained (``benchmarks.truth.truth.point_truths``), as a study
+trains the one its sampler draws.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,7 +39,7 @@ import optuna
 import pandas as pd
 
 from benchmarks.truth.table import Table
-from benchmarks.truth.truth import configurations
+from benchmarks.truth.truth import configurations, variant_key
 from reports.results.frame import configuration, trials_frame
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
 from reports.results.verdict import Comparison, Headline, verdict
@@ -71,6 +84,11 @@ class Replay:
         hypervolume: ``(device-hours, mean over families of the found share of the true hypervolume)``
             after each search trial that ended.
         device_hours: Trial-hours its search took, and its repeats.
+        sampler_hours: Hours its sampler took to propose the search trials (measured here: it
+            depends on the machine, unlike every other figure of a replay).
+        fallback_repeats: Seed repeats of a configuration without judging seeds, read from its
+            seeds that its search did not read.
+        leaked_repeats: Seed repeats that read a seed its search also read (none had been left).
     """
 
     seed: int
@@ -78,25 +96,87 @@ class Replay:
     headline: Headline
     hypervolume: list[tuple[float, float]] = field(default_factory=list)
     device_hours: tuple[float, float] = (0.0, 0.0)
+    sampler_hours: float = 0.0
+    fallback_repeats: int = 0
+    leaked_repeats: int = 0
+
+
+@dataclass(frozen=True)
+class SeedRoles:
+    """Which of a table's seed indices a replay's search trials read and which its seed repeats read.
+
+    Attributes:
+        search: Seeds every configuration has; a search trial reads one, drawn at random.
+        judging: Seeds repeat ``k`` reads (the ``k``-th); none is a search seed.
+    """
+
+    search: tuple[int, ...]
+    judging: tuple[int, ...]
+
+
+def seed_roles(table: Table, repeats: int) -> SeedRoles:
+    """The seeds a replay searches on and judges on, never the same.
+
+    Judging seeds are those every deciding configuration has beyond the seeds all have (a pass of
+    ``DecidingSeeds`` finished for all of them), at most ``repeats``. A table without them keeps its
+    last seeds for judging (at most ``repeats``, at least one seed left to search on).
+
+    Raises:
+        ValueError: a table whose configurations share no seed.
+    """
+    seeds_of: dict[tuple, set[int]] = {}
+    for row in table.rows.to_dict("records"):
+        seeds_of.setdefault(table.configuration_of(row), set()).add(int(row["seed_index"]))
+    common = set.intersection(*seeds_of.values()) if seeds_of else set()
+    if not common:
+        raise ValueError("the table's configurations share no seed: a replay cannot search it")
+    deeper = [seeds - common for seeds in seeds_of.values() if seeds - common]
+    extra = sorted(set.intersection(*deeper)) if deeper else []
+    if extra:
+        return SeedRoles(tuple(sorted(common)), tuple(extra[:repeats]))
+    ordered = sorted(common)
+    kept = min(repeats, len(ordered) - 1)
+    return SeedRoles(tuple(ordered[: len(ordered) - kept]), tuple(ordered[len(ordered) - kept :]))
 
 
 def replay_preset(preset: Preset, table: Table) -> Preset:
-    """The preset a table can replay: its seed repeats capped at the seeds every configuration has
-    (a table being built has more of some)."""
-    seeds = int(configurations(table)["seeds"].min())
-    return replace(preset, repeat_seeds=min(preset.repeat_seeds, seeds))
+    """The preset a table can replay: its seed repeats capped at the table's judging seeds (``seed_roles``)."""
+    return replace(preset, repeat_seeds=len(seed_roles(table, preset.repeat_seeds).judging))
 
 
 class _Outcomes:
-    """The table's rows by configuration: what a replayed trial of a configuration and seed reports."""
+    """The table's rows by configuration: what a replayed trial of a configuration and seed reports, and
+    which seed each trial reads (``SeedRoles``)."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, roles: SeedRoles) -> None:
         self.knobs = table.knobs
         self.curve_steps = table.curve_steps
+        self.roles = roles
         self.rows: dict[tuple, dict[int, dict]] = {}
         for row in table.rows.to_dict("records"):
             self.rows.setdefault(self._key(row["family"], row), {})[int(row["seed_index"])] = row
         self.wall = {key: float(np.median([r["wall_seconds"] for r in seeds.values()])) for key, seeds in self.rows.items()}
+        self.searched: dict[tuple, set[int]] = {}  # configuration -> the seeds its search trials read
+        self.fallbacks = self.leaks = 0
+
+    def seed_of(self, key: tuple, repeat_index: int | None, rng: np.random.Generator) -> int:
+        """The seed index a trial of configuration ``key`` reads: a search trial (``repeat_index`` None) one
+        of the search seeds at random; repeat ``k`` the ``k``-th judging seed, or where the configuration
+        lacks it, a seed its search did not read (counted), or failing that one it did (counted)."""
+        seeds = self.rows[key]
+        if repeat_index is None:
+            index = int(rng.choice(self.roles.search))
+            self.searched.setdefault(key, set()).add(index)
+            return index
+        judging = self.roles.judging[repeat_index - 1]
+        if judging in seeds:
+            return judging
+        unread = [index for index in sorted(seeds) if index not in self.searched.get(key, set())]
+        if len(unread) >= repeat_index:
+            self.fallbacks += 1
+            return unread[repeat_index - 1]
+        self.leaks += 1
+        return sorted(seeds)[(repeat_index - 1) % len(seeds)]
 
     def _key(self, family: str, values: dict) -> tuple:
         return configuration_of(family, values, self.knobs)
@@ -139,7 +219,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         study.set_metric_names([o.metric for o in definition.objectives])
     study.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
     study.set_user_attr("budget", {"families": {f.label: dict(f.values) for f in definition.families}})
-    outcomes = _Outcomes(table)
+    outcomes = _Outcomes(table, seed_roles(table, preset.repeat_seeds))
     rng = np.random.default_rng(seed)
 
     def ledger(budget: int) -> Ledger:
@@ -158,6 +238,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
 
     truth = _TrueHypervolume(configurations(table), table.knobs)
     curve: list[tuple[float, float]] = []
+    sampler = _Stopwatch()
     search_hours = _simulate(
         ledger(preset.trials),
         outcomes,
@@ -166,31 +247,67 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         # What was found is never lost: the running maximum keeps the re-summed area's rounding (an ulp) from
         # making the curve fall.
         on_end=lambda hours: curve.append((hours, max(truth.found_share(study, outcomes), curve[-1][1] if curve else 0.0))),
+        stopwatch=sampler,
     )
     repeats = plan_repeats(study, preset.repeat_seeds) if preset.repeat_seeds else 0
     repeat_hours = _simulate(ledger(0), outcomes, rng, preset.parallel_trials) if repeats else 0.0
     frame = trials_frame(study)
-    return Replay(seed, frame, verdict(frame), curve, (search_hours, repeat_hours))
+    return Replay(
+        seed,
+        frame,
+        verdict(frame),
+        curve,
+        (search_hours, repeat_hours),
+        sampler.seconds / 3600,
+        outcomes.fallbacks,
+        outcomes.leaks,
+    )
+
+
+class _Stopwatch:
+    """The seconds spent inside ``timing`` blocks, added up."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 def _simulate(
-    ledger: Ledger, outcomes: _Outcomes, rng: np.random.Generator, slots: int, on_end: Callable[[float], None] | None = None
+    ledger: Ledger,
+    outcomes: _Outcomes,
+    rng: np.random.Generator,
+    slots: int,
+    on_end: Callable[[float], None] | None = None,
+    stopwatch: _Stopwatch | None = None,
 ) -> float:
     """Run a ledger's trials on ``slots`` simulated slots until it has nothing left.
+
+    Args:
+        stopwatch: Times each ``ask`` (the sampler's proposal), when given.
 
     Returns:
         The trial-hours the trials took.
     """
     clock, used, running = 0.0, 0.0, []  # running: (end time, number, last report)
     objective = ledger.objective.metric
+    stopwatch = stopwatch or _Stopwatch()
     while True:
-        while len(running) < slots and (config := ledger.ask(f"replay-{len(ledger.study.trials)}")) is not None:
+        while len(running) < slots:
+            with stopwatch.timing():
+                config = ledger.ask(f"replay-{len(ledger.study.trials)}")
+            if config is None:
+                break
             number = config["number"]
             trial = ledger.study.get_trials(deepcopy=False)[number]
             key, seeds = outcomes.of(trial)
-            index = trial.user_attrs.get("repeat_index")
-            seed_index = index - 1 if index is not None else int(rng.choice(sorted(seeds)))
-            row = seeds[seed_index]
+            row = seeds[outcomes.seed_of(key, trial.user_attrs.get("repeat_index"), rng)]
             last: dict = {}
             for step in outcomes.curve_steps:
                 value = float(row[f"val_accuracy_at_{step}"])
@@ -280,12 +397,15 @@ class Agreement:
             where the truth's difference is significant, the same direction too (the sign of a
             difference the test cannot tell from zero is not part of the answer a reader takes).
         regret: For each, the true test accuracy (points) of the truth's selected configuration less the replay's.
+        sign: For each, whether its difference has the truth's sign (what counts where the truth's sign
+            is stable: ``benchmarks.truth.stability``).
     """
 
     agrees: bool
     per_label: dict[str, bool]
     concludes: dict[str, bool]
     regret: dict[str, float]
+    sign: dict[str, bool] = field(default_factory=dict)
 
     @property
     def concludes_alike(self) -> bool:
@@ -293,7 +413,13 @@ class Agreement:
         return all(self.concludes.values())
 
 
-def agreement(truth: Headline, replayed: Replay, configs: pd.DataFrame, knobs: list[str]) -> Agreement:
+def agreement(
+    truth: Headline,
+    replayed: Replay,
+    configs: pd.DataFrame,
+    knobs: list[str],
+    variants: Mapping[tuple, Comparison] | None = None,
+) -> Agreement:
     """Score a replay's verdict against the true verdict (``benchmarks.truth.truth.true_verdict``).
 
     Args:
@@ -301,20 +427,25 @@ def agreement(truth: Headline, replayed: Replay, configs: pd.DataFrame, knobs: l
         replayed: The replay.
         configs: ``configurations(table)``: the true value of every configuration.
         knobs: The table's knob columns.
+        variants: ``benchmarks.truth.truth.point_truths``: a named point's comparison is scored against
+            the truth's of the variant the replay trained (else against the truth's own pick).
     """
     true_values = {key: float(row[TEST_ACCURACY]) for key, row in _keyed(configs, knobs).items()}
     found = {comparison.family: comparison for comparison in replayed.headline.comparisons}
-    per_label, concludes, regret = {}, {}, {}
+    per_label, concludes, regret, sign = {}, {}, {}, {}
     for expected in truth.comparisons:
         label = expected.family
         got = found.get(label)
+        if got is not None and got.pairing.point and variants:
+            expected = variants.get(variant_key(label, got.candidate, knobs), expected)
         per_label[label] = got is not None and same_answer(expected, got)
         concludes[label] = got is not None and same_conclusion(expected, got)
+        sign[label] = got is not None and _same_direction(expected, got)
         if got is not None:
             chosen = configuration_of(got.candidate["family"], got.candidate, knobs)
             best = configuration_of(expected.candidate["family"], expected.candidate, knobs)
             regret[label] = 100 * (true_values.get(best, math.nan) - true_values.get(chosen, math.nan))
-    return Agreement(all(per_label.values()), per_label, concludes, regret)
+    return Agreement(all(per_label.values()), per_label, concludes, regret, sign)
 
 
 def _same_direction(expected: Comparison, got: Comparison) -> bool:

@@ -11,6 +11,7 @@ held-out test split, each of the table's seeds a shared seed of the paired t-tes
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from reports.results.names import (
 )
 from reports.results.quality import QUALITIES
 from reports.results.statistics import mean_interval
-from reports.results.verdict import Headline, verdict
+from reports.results.verdict import Comparison, Headline, verdict
 
 CONFIGURATION_COLUMNS = ("family", "point")  # with the knobs: what identifies a configuration
 
@@ -107,6 +108,32 @@ def truth_frame(configs: pd.DataFrame, knobs: list[str], families: list[str]) ->
 def true_verdict(table: Table) -> Headline:
     """The matched-cost verdict the table's seeds give, by the product's own rules."""
     return verdict(truth_frame(configurations(table), table.knobs, families(table)))
+
+
+def point_truths(table: Table) -> dict[tuple, Comparison]:
+    """Each named point's true comparison for each of its variants (the searched knobs it leaves, such
+    as width and heads), as a study that trains that variant alone would make it.
+
+    Returns:
+        ``(point label, *the variant's knob values)`` -> the true comparison of that variant
+        (``variant_key`` makes the key of a replay's candidate).
+    """
+    configs = configurations(table)
+    found: dict[tuple, Comparison] = {}
+    points = configs[configs["point"].notna()]
+    for _, variant in points.iterrows():
+        others = configs[(configs["point"] != variant["point"]) | configs["point"].isna()]
+        alone = pd.concat([others, variant.to_frame().T], ignore_index=True)
+        headline = verdict(truth_frame(alone, table.knobs, families(table)))
+        comparison = next((c for c in headline.comparisons if c.family == variant["point"]), None)
+        if comparison is not None:
+            found[variant_key(str(variant["point"]), variant, table.knobs)] = comparison
+    return found
+
+
+def variant_key(point: str, values: Mapping[str, object], knobs: list[str]) -> tuple:
+    """A named point's variant: its label and its knob values (None where a knob is missing or NaN)."""
+    return (point, *(None if (value := values.get(name)) is None or value != value else value for name in knobs))
 
 
 def true_fronts(configs: pd.DataFrame) -> pd.DataFrame:

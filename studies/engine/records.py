@@ -81,6 +81,11 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
             "early_stopping_grace_steps": preset.grace_steps if searched and preset.search.stops_early(*stops) else None,
             "search": preset.search.describe(*stops) if searched else None,
             "exhaustive_seeds": preset.exhaustive_seeds or None,
+            "deciding_seeds": (
+                {"seeds": preset.deciding.seeds, "where": [dict(where) for where in preset.deciding.where]}
+                if preset.exhaustive_seeds and preset.deciding
+                else None
+            ),
         },
     )
     optuna_study.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})

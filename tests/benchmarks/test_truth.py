@@ -14,6 +14,7 @@ from filelock import FileLock
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.compare import ReplaysBusyError, main, paired, replays_path, run_replays, summary
 from benchmarks.truth.replay import (
+    SeedRoles,
     Strategy,
     agreement,
     area_under,
@@ -24,10 +25,11 @@ from benchmarks.truth.replay import (
     replay_preset,
     same_answer,
     same_conclusion,
+    seed_roles,
 )
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
-from benchmarks.truth.truth import configurations, knob_effects, true_fronts, true_verdict
+from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
 from reports.results.names import ACCURACY, TEST_ACCURACY
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Search, choices
@@ -174,6 +176,66 @@ def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table)
     assert set(scored.per_label) == set(scored.concludes) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
 
 
+def deeper(table: Table, seeds: range, where: pd.Series) -> Table:
+    """``table`` with judging seeds ``seeds`` for the rows ``where`` selects: copies of seed ``i % 3``'s rows,
+    each value moved by a distinct hundredth of a point so that a replayed value names its seed."""
+    copies = [
+        table.rows[where & (table.rows["seed_index"] == index % 3)].assign(
+            seed_index=index, **{ACCURACY: lambda rows, i=index: rows[ACCURACY] + 1e-4 * i}
+        )
+        for index in seeds
+    ]
+    return Table(pd.concat([table.rows, *copies], ignore_index=True), table.provenance)
+
+
+def test_a_replay_never_judges_on_a_seed_its_search_read(committed: Table) -> None:
+    definition, preset = slice_study_and_preset()
+    table = deeper(committed, range(3, 9), committed.rows["learning_rate"] == 1e-3)
+    roles = seed_roles(table, preset.repeat_seeds)
+    assert roles == SeedRoles(search=(0, 1, 2), judging=(3, 4, 5, 6, 7, 8))
+    assert replay_preset(preset, table).repeat_seeds == 6  # as many as the preset's
+    seed_of: dict[tuple, dict[float, int]] = {}
+    for row in table.rows.to_dict("records"):
+        seed_of.setdefault(configuration_of(row["family"], row, table.knobs), {})[row[ACCURACY]] = int(row["seed_index"])
+    for study_seed in range(3):
+        replayed = replay(definition, replay_preset(preset, table), table, Strategy("today", NSGA2_WITH_ASHA), study_seed)
+        frame = replayed.frame[replayed.frame["state"] == "COMPLETE"]
+        read: dict[tuple, set[int]] = {}
+        for _, trial in frame[frame["repeat_of"].isna()].iterrows():
+            key = configuration_of(trial["family"], trial, table.knobs)
+            read.setdefault(key, set()).add(seed_of[key][trial[ACCURACY]])
+        assert set().union(*read.values()) <= set(roles.search)
+        repeats = frame[frame["repeat_of"].notna()]
+        assert len(repeats)
+        leaks = 0
+        for _, trial in repeats.iterrows():
+            key = configuration_of(trial["family"], trial, table.knobs)
+            seed, index = seed_of[key][trial[ACCURACY]], int(trial["repeat_index"])
+            if len(seed_of[key]) > 3:  # a configuration with judging seeds: repeat k reads the k-th
+                assert seed == roles.judging[index - 1] and seed not in read.get(key, set())
+            elif index <= 3 - len(read.get(key, set())):  # without: first the seeds its search did not read
+                assert seed not in read.get(key, set())
+            else:
+                leaks += 1
+        assert replayed.leaked_repeats == leaks  # and the rest counted
+    assert replayed.fallback_repeats > 0  # the test could fail: a configuration without judging seeds was judged
+    plain = seed_roles(committed, 6)  # a table without judging seeds keeps its last for judging
+    assert plain == SeedRoles(search=(0,), judging=(1, 2))
+
+
+def test_a_named_point_is_scored_against_the_truth_of_the_variant_the_replay_trained(committed: Table) -> None:
+    variants = point_truths(committed)
+    assert len(variants) == 1  # the slice's one width and head count
+    (key, comparison), truth = next(iter(variants.items())), true_verdict(committed)
+    assert key[0] == "authors' configuration" and comparison.family == key[0]
+    definition, preset = slice_study_and_preset()
+    replayed = replay(definition, replay_preset(preset, committed), committed, Strategy("today", NSGA2_WITH_ASHA), 0)
+    wrong = {key: replace(comparison, adjusted_p=0.5 if comparison.significant else 0.001)}  # a truth of the other answer
+    got = next(c for c in replayed.headline.comparisons if c.family == key[0])
+    scored = agreement(truth, replayed, configurations(committed), committed.knobs, wrong)
+    assert scored.concludes[key[0]] == (got.significant != comparison.significant)
+
+
 def test_a_replay_concludes_alike_when_only_an_insignificant_difference_changes_sign(committed: Table) -> None:
     truth = true_verdict(committed).comparisons[0]
     flipped = replace(truth, candidate_value=truth.baseline_value, baseline_value=truth.candidate_value)
@@ -289,8 +351,14 @@ def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committ
     only_there = int((theirs[columns].all(axis=1) & ~mine[columns].all(axis=1)).sum())
     assert row["strategy"] == names[0] and row["seeds"] == 4
     assert row["families conclude alike: only here / only there"] == f"{only} / {only_there}"
+    whole = int((mine["concludes"] & ~theirs["concludes"]).sum()), int((theirs["concludes"] & ~mine["concludes"]).sum())
+    assert row["verdict concludes alike: only here / only there"] == f"{whole[0]} / {whole[1]}"
     difference = (mine["regret: DAMCHA (cross)"] - theirs["regret: DAMCHA (cross)"]).mean()
-    assert row["regret: DAMCHA (cross), mean difference (p)"].startswith(f"{difference:+.2f} (")
+    assert row["regret: DAMCHA (cross), mean difference"] == round(difference, 2)
+    tests = [column for column in row.index if column.endswith(" p")]
+    assert len(tests) == 4  # two conclusions, two families' regrets: Holm's correction spans them
+    for column in tests:
+        assert row[column] <= row[column.replace(" p", " p (Holm)")] <= 1
     with pytest.raises(ValueError, match="no replays of 'random, no early stopping'"):
         paired(frame, "random, no early stopping", 1.0, families)
 
@@ -303,6 +371,8 @@ def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: 
         path = tmp_path / f"workers-{workers}" / "slice.csv"
         path.parent.mkdir()
         write(committed.rows, committed.provenance, path)
-        frames.append(run_replays(path, names, 3, definition, preset, workers=workers).drop(columns="replay_seconds"))
+        frames.append(
+            run_replays(path, names, 3, definition, preset, workers=workers).drop(columns=["replay_seconds", "sampler_hours"])
+        )
     assert frames[0]["strategy"].tolist() == [names[0]] * 3 + [names[1]] * 3 and frames[0]["seed"].tolist() == [0, 1, 2] * 2
     pd.testing.assert_frame_equal(frames[0], frames[1])
