@@ -27,6 +27,8 @@ import psycopg.conninfo
 import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
+from storage.database_lock import DatabaseHeldError, database_lock, held_elsewhere
+
 STORE_FILE = Path("runs") / "optuna.db"  # the default SQLite store, in the runs folder (trainers.outputs.RUNS_DIR)
 DEFAULT_STORAGE_URL = f"sqlite:///{STORE_FILE}"
 SQLITE_SIDECARS = ("-journal", "-wal", "-shm")  # files SQLite keeps beside a database
@@ -199,19 +201,45 @@ def single_writer(url: str) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
-            raise StoreBusyError(
-                f"another driver (pid {holder}) is running a study on the SQLite store {masked_url(url)}; SQLite is safe "
-                "with one writing driver: wait for it, use another --storage file, or use PostgreSQL for several drivers"
-            ) from None
-        try:  # unbuffered: nothing is left to flush (and fail again) when the file closes
-            os.ftruncate(handle.fileno(), 0)
-            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
-        except OSError as error:  # a full disk: the pid needs a block
-            raise OSError(error.errno, error.strerror, str(path)) from error
+            raise StoreBusyError(f"another driver (pid {holder}) {_BUSY.format(masked_url(url))}") from None
         try:
-            yield
+            try:  # unbuffered: nothing is left to flush (and fail again) when the file closes
+                os.ftruncate(handle.fileno(), 0)
+                os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
+            except OSError as error:  # a full disk: the pid needs a block
+                raise OSError(error.errno, error.strerror, str(path)) from error
+            with _database_file_lock(database, url):
+                yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_BUSY = (
+    "is running a study on the SQLite store {}; SQLite is safe with one writing driver: wait for it, use another "
+    "--storage file, or use PostgreSQL for several drivers"
+)
+
+
+@contextlib.contextmanager
+def _database_file_lock(database: Path, url: str) -> Iterator[None]:
+    """The lock of the database file itself (``storage.database_lock``): a driver given another path to
+    the same file (a bind mount of it) meets it, where it finds no lock file beside its path.
+
+    Raises:
+        StoreBusyError: another driver holds it.
+        StorageURLError: the file cannot be opened for writing (the system's reason).
+    """
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(database_lock(database))
+        except DatabaseHeldError:
+            through = "another driver, through another path to the same file,"
+            raise StoreBusyError(f"{through} {_BUSY.format(masked_url(url))}") from None
+        except OSError as error:
+            raise StorageURLError(
+                f"cannot open the SQLite store {database} for writing: {error.strerror}; pass another --storage file"
+            ) from None
+        yield
 
 
 def secrets_of(url: str) -> list[str]:
@@ -350,6 +378,8 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             "write-ahead log (and corrupt the store), and a second driver would not meet this one's writer lock; "
             "keep one name (remove the other links), or pass another --storage file"
         )
+    if writing and held_elsewhere(path):  # before SQLite opens it here, beside another path's logs
+        raise StoreBusyError(f"another driver {_BUSY.format(masked_url(f'sqlite:///{path}'))}")
     if on_read_only_medium(path.parent):
         if writing:
             raise StorageURLError(

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def test_a_second_driver_on_one_sqlite_store_is_refused(capsys, tmp_path: Path) 
         assert main(["lra_sharing", "--preset", "smoke", "--storage", url]) == 3
     error = capsys.readouterr().err
     assert f"another driver (pid {os.getpid()})" in error and "use PostgreSQL for several drivers" in error
-    assert not (tmp_path / "store.db").exists()  # no half-created study
+    assert (tmp_path / "store.db").stat().st_size == 0  # the holder's lock made it empty; no half-created study
 
 
 @pytest.mark.parametrize("link", ["folder", "file"])
@@ -147,7 +148,8 @@ def test_a_second_driver_through_a_symbolic_link_is_refused(link: str, capsys, t
     with single_writer(f"sqlite:///{real / 'store.db'}"):
         assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{other}"]) == 3
     assert "another driver" in capsys.readouterr().err
-    assert sorted(p.name for p in real.iterdir()) == sorted(["store.db.writer-lock", *(["store.db"] if link == "file" else [])])
+    assert sorted(p.name for p in real.iterdir()) == ["store.db", "store.db.writer-lock"]  # the holder's, nothing more
+    assert (real / "store.db").stat().st_size == 0
 
 
 @pytest.mark.parametrize("form", ["uri-absolute", "uri-triple-slash", "uri-relative", "uri-with-arguments"])
@@ -166,7 +168,8 @@ def test_a_second_driver_naming_the_file_as_a_sqlite_uri_is_refused(
     with single_writer("sqlite:///runs/store.db"):  # as a first driver, on the plain path, holds it
         assert main(["lra_sharing", "--preset", "smoke", "--storage", other]) == 3
     assert "another driver" in capsys.readouterr().err
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["store.db.writer-lock"]  # nothing else was written
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["store.db", "store.db.writer-lock"]  # the holder's alone
+    assert (tmp_path / "runs" / "store.db").stat().st_size == 0
 
 
 def test_a_second_driver_through_another_mount_of_the_folder_is_refused(capsys, tmp_path: Path) -> None:
@@ -180,8 +183,41 @@ def test_a_second_driver_through_another_mount_of_the_folder_is_refused(capsys, 
         with single_writer(f"sqlite:///{real / 'store.db'}"):
             assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'store.db'}"]) == 3
         assert "another driver" in capsys.readouterr().err
+    finally:  # lazily: this process keeps its descriptors of the store (``storage.database_lock``)
+        subprocess.run(["umount", "--lazy", str(mounted)], check=True)
+
+
+def test_a_second_driver_through_a_bind_mount_of_the_file_alone_is_refused(capsys, tmp_path: Path) -> None:
+    """A bind mount of the database file shows it in another folder, beside no lock file: the lock is the file's own."""
+    real, elsewhere = tmp_path / "real", tmp_path / "elsewhere"
+    real.mkdir()
+    elsewhere.mkdir()
+    optuna.create_study(study_name="first", storage=f"sqlite:///{real / 'store.db'}")
+    (elsewhere / "store.db").touch()
+    if subprocess.run(["mount", "--bind", str(real / "store.db"), str(elsewhere / "store.db")], capture_output=True).returncode:
+        pytest.skip("this machine lets this user mount nothing (a bind mount needs root)")
+    holder = subprocess.Popen(  # the first driver, a process of its own, holding the store as a run does
+        [
+            sys.executable,
+            "-c",
+            "import sys; from storage import single_writer\n"
+            f"with single_writer('sqlite:///{real / 'store.db'}'):\n    print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{elsewhere / 'store.db'}"]) == 3
+        error = capsys.readouterr().err
+        assert "another driver" in error and "use PostgreSQL for several drivers" in error
+        assert sorted(p.name for p in elsewhere.iterdir()) == ["store.db"]  # no log, no lock beside the other name
+        assert [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{real / 'store.db'}")] == ["first"]
     finally:
-        subprocess.run(["umount", str(mounted)], check=True)
+        holder.communicate("")
+        subprocess.run(["umount", "--lazy", str(elsewhere / "store.db")], check=True)
+    assert holder.returncode == 0
 
 
 def test_a_store_with_another_hard_link_is_refused_for_writing(capsys, tmp_path: Path) -> None:
