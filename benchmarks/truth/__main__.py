@@ -29,7 +29,9 @@ def _knobs_text(row: pd.Series, knobs: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.truth", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--table", type=Path, default=DEFAULT_TABLE, help=f"the table (default: {DEFAULT_TABLE.name})")
     parser.add_argument(
         "--resamples",

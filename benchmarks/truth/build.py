@@ -38,9 +38,10 @@ from benchmarks.truth.table import (
     table_path,
     write,
 )
-from storage import open_storage, resolve_storage_url
-from studies.catalogue import get_study
+from storage import StorageURLError, open_storage, resolve_storage_url
+from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
+from trainers.naming import UnknownNameError
 
 PRESET = "table"
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table
@@ -117,20 +118,31 @@ def export(optuna_study: optuna.Study, path: Path, study: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.truth.build", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--study", default="lra_sharing", help="a study with a table preset (default: lra_sharing)")
     parser.add_argument("--storage", help="the store the table trains in (default: the product's, runs/optuna.db)")
     parser.add_argument("--export", action="store_true", help="write the store's rows to the table; train nothing")
     args = parser.parse_args(argv)
-    definition = get_study(args.study)
-    url = resolve_storage_url(args.storage)
+    try:
+        definition = get_study(args.study)
+        if PRESET not in definition.presets:
+            with_tables = [name for name in STUDIES if PRESET in STUDIES[name].presets]
+            raise UnknownNameError(f"study {args.study!r} has no table preset; studies with one: {', '.join(with_tables)}")
+        url = resolve_storage_url(args.storage)
+        storage = open_storage(url)
+    except (UnknownNameError, StorageURLError) as error:
+        parser.error(str(error))
     name = definition.store_name(PRESET)
     path = table_path(name)
-    storage = open_storage(url)
     optuna_study = optuna.create_study(
         study_name=name, storage=storage, directions=[o.direction for o in definition.objectives], load_if_exists=True
     )
     if args.export:
+        if not rows_of(optuna_study).shape[0] and not path.exists():
+            print(f"error: the store holds no trial of {name} yet: run python -m benchmarks.truth.build first", file=sys.stderr)
+            return 2
         print(f"{path}: {export(optuna_study, path, args.study)} rows")
         return 0
     if path.exists() and (added := import_rows(optuna_study, definition, load(path))):

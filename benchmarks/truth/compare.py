@@ -356,7 +356,9 @@ def _median_hours(hours: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.truth.compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
     parser.add_argument("--replays", type=int, default=100, help="studies replayed per strategy (seeds 0 .. N-1)")
     parser.add_argument(
@@ -372,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=os.cpu_count() or 1, help="replays at once, a process each (default: this machine's CPUs)"
     )
     args = parser.parse_args(argv)
+    if args.replays < 1:
+        parser.error(f"--replays must be 1 or more, got {args.replays}")
+    if args.workers < 1:
+        parser.error(f"--workers must be 1 or more, got {args.workers}")
+    if not (math.isfinite(args.horizon) and args.horizon > 0):
+        parser.error(f"--horizon must be a positive number of device-hours, got {args.horizon}")
     names = [name for name in STRATEGIES if not args.only or any(part in name for part in args.only)]
     if not names:
         print(f"error: no strategy matches {args.only}; strategies: {', '.join(STRATEGIES)}", file=sys.stderr)

@@ -26,6 +26,7 @@ columns (``docs/truth.md`` says the same for readers):
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ TABLES_DIR = Path(__file__).resolve().parent
 CURVE_PREFIX = "val_accuracy_at_"
 FINISHED_ATTRIBUTE = "table_finished"  # user attribute: when a trial added from a table first finished
 METRICS = ("val_accuracy", "test_accuracy", "val_loss", "test_loss", "train_loss")
+REQUIRED = ("val_accuracy", "test_accuracy", "flops_per_example", "wall_seconds")  # cells every row must hold
 COSTS = (
     "flops_per_example",
     "parameters",
@@ -191,8 +193,10 @@ def load(path: Path) -> Table:
         rows = pd.read_csv(path, dtype=str, keep_default_na=False)  # every cell as written; typed below
     except (OSError, ValueError) as error:
         raise TableError(f"cannot read the table {path}: {error}") from None
-    knobs = provenance.get("knobs", [])
-    missing = [name for name in ("family", "baseline", "point", "seed_index", *knobs, *METRICS[:2]) if name not in rows]
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("knobs"), list):
+        raise TableError(f"{path.with_suffix('.json')} is not a table's provenance: it lists no knobs (write it with --export)")
+    knobs = provenance["knobs"]
+    missing = [name for name in ("family", "baseline", "point", "seed_index", *knobs, *REQUIRED) if name not in rows]
     if missing:
         raise TableError(f"{path} is not a truth table: it has no column {', '.join(missing)}")
     for name in rows:
@@ -207,7 +211,38 @@ def load(path: Path) -> Table:
                 rows[name] = pd.to_numeric(rows[name].replace("", None))
             except ValueError as error:
                 raise TableError(f"{path}: column {name!r} holds a value that is not a number ({error})") from None
+    _check_cells(rows, path)
     return Table(rows, provenance)
+
+
+def _check_cells(rows: pd.DataFrame, path: Path) -> None:
+    """Every row holds what the truth and its replays read: its family, seed, final accuracies, cost, time
+    and learning curve, as numbers in their ranges (a row cut short would print NaN as a result).
+
+    Raises:
+        TableError: the first row that does not, by its line in the file.
+    """
+    curve = [name for name in rows if name.startswith(CURVE_PREFIX)]
+    for name in ("family", "seed_index", *REQUIRED, *curve):
+        empty = rows[name].isna()
+        if empty.any():
+            line = int(empty.idxmax()) + 2  # the header is line 1
+            raise TableError(
+                f"{path}, line {line}: no {name!r} (a row cut short?); remove the row, or write the table again "
+                "from its store (python -m benchmarks.truth.build --export)"
+            )
+    ranges = [(name, 0, 1) for name in (*METRICS[:2], *curve)]
+    ranges += [("flops_per_example", 1, math.inf), ("wall_seconds", 0, math.inf)]
+    for name, low, high in ranges:
+        values = rows[name]
+        bad = ~values.between(low, high)
+        if bad.any():
+            line = int(bad.idxmax()) + 2
+            raise TableError(f"{path}, line {line}: {name} = {values[bad].iloc[0]} lies outside [{low}, {high}]")
+    seeds = rows["seed_index"]
+    if ((seeds < 0) | (seeds != seeds.round())).any():
+        line = int(((seeds < 0) | (seeds != seeds.round())).idxmax()) + 2
+        raise TableError(f"{path}, line {line}: seed_index must be a whole number from 0, got {seeds[line - 2]}")
 
 
 def _value(cell: str) -> Value | None:

@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 from filelock import FileLock
 
+from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
+from benchmarks.truth.build import main as build_main
 from benchmarks.truth.compare import ReplaysBusyError, main, paired, replays_path, run_replays, summary
 from benchmarks.truth.replay import (
     SeedRoles,
@@ -91,6 +93,47 @@ def test_a_file_that_is_not_a_table_is_refused_with_its_name(tmp_path: Path) -> 
     path.with_suffix(".json").write_text('{"knobs": ["d_model"]}')
     with pytest.raises(TableError, match="other.csv is not a truth table: it has no column family"):
         load(path)
+
+
+def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
+    committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "slice.csv"
+    write(committed.rows, committed.provenance, path)
+    *lines, last = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, ",".join(last.split(",")[:16])]) + "\n")  # the last row stops after its curve's start
+    with pytest.raises(TableError, match=rf"slice.csv, line {len(committed.rows) + 1}: no '.*' \(a row cut short"):
+        load(path)
+    assert truth_main(["--table", str(path), "--resamples", "0"]) == 2  # refused, no NaN printed as a result
+    assert "a row cut short" in capsys.readouterr().err
+    broken = committed.rows.copy()
+    broken.loc[3, TEST_ACCURACY] = 1.5
+    write(broken, committed.provenance, path)
+    with pytest.raises(TableError, match="line 5: test_accuracy = 1.5 lies outside"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "words"),
+    [
+        ("compare", ["--replays", "0"], "--replays must be 1 or more"),
+        ("compare", ["--replays", "-5"], "--replays must be 1 or more"),
+        ("compare", ["--horizon", "nan"], "--horizon must be a positive"),
+        ("compare", ["--workers", "0"], "--workers must be 1 or more"),
+        ("truth", ["--resamples", "-1"], "--resamples must be 0 or more"),
+        ("build", ["--study", "cross_head"], "has no table preset; studies with one: lra_sharing"),
+        ("build", ["--study", "lra_sharin"], "did you mean 'lra_sharing'"),
+    ],
+)
+def test_the_referee_s_commands_check_their_arguments_before_any_work(
+    command: str, argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = {"compare": main, "truth": truth_main, "build": build_main}[command]
+    with pytest.raises(SystemExit) as exited:
+        entry(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert words in error and "usage: python -m benchmarks.truth" in error
 
 
 def test_the_committed_table_holds_what_its_columns_say(committed: Table) -> None:
