@@ -95,7 +95,8 @@ def verdict_frame(results: StudyResults) -> pd.DataFrame:
 
     Returns:
         Columns ``compared``, ``against``, ``FLOPs ratio``, ``candidate``, ``baseline`` (their headline
-        figures), ``difference``, ``95% CI``, ``test``, ``Holm-adjusted p``, ``significant``. Empty
+        figures), ``difference``, ``95% CI``, ``test``, ``Holm-adjusted p``, ``significant``, ``answer``
+        (better, worse, same, undetermined) and the two one-sided tests' Holm-adjusted p. Empty
         when the verdict compares nothing (its sentence says why).
     """
     rows = []
@@ -115,6 +116,10 @@ def verdict_frame(results: StudyResults) -> pd.DataFrame:
                 "test": test.name if test else "none (no fresh seeds: search runs, uncorrected)",
                 "Holm-adjusted p": "" if math.isnan(comparison.adjusted_p) else f"{comparison.adjusted_p:.3g}",
                 "significant": "yes" if comparison.significant else "no",
+                "answer": comparison.answer,
+                "same within the margin: TOST Holm-adjusted p": (
+                    "" if math.isnan(comparison.equivalence_p) else f"{comparison.equivalence_p:.3g}"
+                ),
             }
         )
     return pd.DataFrame(rows)

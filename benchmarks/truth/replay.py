@@ -459,8 +459,9 @@ def same_answer(expected: Comparison, got: Comparison) -> bool:
 
 
 def same_conclusion(expected: Comparison, got: Comparison) -> bool:
-    """The same significance; the same direction where the truth's difference is significant."""
-    return expected.significant == got.significant and (not expected.significant or _same_direction(expected, got))
+    """The same three-way answer (``Comparison.answer``: better, worse, the same within the margin, or
+    undetermined): the sign of a difference the tests cannot place is not part of the answer a reader takes."""
+    return expected.answer == got.answer
 
 
 def hours_to(curve: list[tuple[float, float]], share: float) -> float:

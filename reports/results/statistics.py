@@ -139,3 +139,53 @@ def seeds_for_power(difference: float, deviation: float, power: float = 0.8, alp
         if paired_power(difference, deviation, seeds, alpha) >= power:
             return seeds
     return most + 1
+
+
+def equivalence_p(a: np.ndarray, b: np.ndarray, margin: float, *, paired: bool) -> float:
+    """Two one-sided t-tests (TOST) that ``mean(a) - mean(b)`` lies within ``±margin``: the larger of the
+    two one-sided p-values (below the level: the same within the margin). Paired (the same seeds, in
+    the same order) or Welch's; NaN where the values do not vary or are too few.
+
+    Args:
+        a, b: The two sides' values.
+        margin: The equivalence margin, > 0, in the values' unit.
+        paired: Whether ``a[i]`` and ``b[i]`` share a seed.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if paired:
+        differences = a - b
+        if len(differences) < 2 or not _varies(differences):
+            return float("nan")
+        difference, error = float(differences.mean()), float(np.std(differences, ddof=1)) / math.sqrt(len(differences))
+        degrees: float = len(differences) - 1
+    else:
+        if len(a) < 2 or len(b) < 2 or not (_varies(a) or _varies(b)):
+            return float("nan")
+        va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
+        difference, error = float(a.mean() - b.mean()), math.sqrt(va + vb)
+        degrees = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    t = _stats().t
+    above = float(t.sf((difference + margin) / error, degrees))  # H0: difference <= -margin
+    below = float(t.cdf((difference - margin) / error, degrees))  # H0: difference >= +margin
+    return max(above, below)
+
+
+def seeds_to_decide(difference: float, deviation: float, margin: float, most: int = 1000) -> int | None:
+    """About how many shared seeds in all would decide an undetermined comparison, taking the observed
+    difference and the paired differences' deviation as true: the fewest at which a paired t-test finds
+    the difference with power 0.8 or, when it lies inside ``±margin``, at which two one-sided tests
+    would expect to show it within the margin (the 90% interval's expected half-width below the room
+    left). None where neither happens within ``most`` seeds or the deviation is unknown."""
+    if not (math.isfinite(deviation) and deviation > 0 and math.isfinite(difference)):
+        return None
+    options = []
+    if difference != 0 and (found := seeds_for_power(difference, deviation, most=most)) <= most:
+        options.append(found)
+    room = margin - abs(difference)
+    if room > 0:
+        t = _stats().t
+        for seeds in range(2, most + 1):  # each one-sided test at the level's complement: t's LEVEL quantile
+            if t.ppf(LEVEL, seeds - 1) * deviation / math.sqrt(seeds) < room:
+                options.append(seeds)
+                break
+    return min(options) if options else None

@@ -1,6 +1,11 @@
 """The study's answer: every family (and named point) against the baseline at matched cost, on fresh
 seeds and held-out test data, with Holm's correction across the comparisons.
 
+Each comparison has one of three answers (``Comparison.answer``): better or worse (the difference
+is significant, Holm-adjusted), the same within the metric's margin (two one-sided tests,
+Holm-adjusted: ``Quality.margin``), or undetermined (neither; it says about how many seeds would
+decide it).
+
 One function writes it (``verdict``); the summary, the report and the store's ``verdict``
 attribute show the same words. What it compares is ``matching.pairings`` (the same rule chose
 what the seed repeats trained); how each family's Pareto front relates to the baseline's is
@@ -20,7 +25,7 @@ from reports.results.frame import knob_columns
 from reports.results.matching import COST_BAND, Pairing, front_relation, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS
 from reports.results.quality import Quality, quality
-from reports.results.statistics import LEVEL, Test, holm, paired_test, welch_test
+from reports.results.statistics import LEVEL, Test, equivalence_p, holm, paired_test, seeds_to_decide, welch_test
 
 VERDICT_ATTRIBUTE = "verdict"  # the study's user attribute holding ``verdict(...).sentence`` after a run
 
@@ -37,6 +42,10 @@ class Comparison:
             (None: too few fresh seeds, so the search's own validation runs are compared, uncorrected).
         adjusted_p: Its Holm-adjusted p-value over the study's comparisons (NaN: no test).
         candidate_value, baseline_value: The means compared.
+        equivalence_p: The two one-sided tests' p-value that the difference lies within the
+            quality's margin, Holm-adjusted over the comparisons (NaN: no test, or no margin).
+        seeds_needed: About how many seeds in all would decide the comparison, were it undetermined
+            (``statistics.seeds_to_decide``; None: unknown).
     """
 
     pairing: Pairing
@@ -47,6 +56,8 @@ class Comparison:
     adjusted_p: float
     candidate_value: float
     baseline_value: float
+    equivalence_p: float = float("nan")
+    seeds_needed: int | None = None
 
     @property
     def family(self) -> str:
@@ -69,6 +80,19 @@ class Comparison:
     def significant(self) -> bool:
         """Whether the Holm-adjusted p-value is below the level's complement (0.05)."""
         return not math.isnan(self.adjusted_p) and self.adjusted_p < 1 - LEVEL
+
+    @property
+    def same(self) -> bool:
+        """Whether two one-sided tests put the difference within the margin (Holm-adjusted p below 0.05)."""
+        return not self.significant and not math.isnan(self.equivalence_p) and self.equivalence_p < 1 - LEVEL
+
+    @property
+    def answer(self) -> str:
+        """``better``, ``worse``, ``same`` (within the margin) or ``undetermined``."""
+        if self.significant:
+            ahead = self.difference >= 0 if self.quality.maximize else self.difference <= 0
+            return "better" if ahead else "worse"
+        return "same" if self.same else "undetermined"
 
 
 @dataclass(frozen=True)
@@ -102,10 +126,15 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
         _test(candidate, baseline) if candidate is not None and baseline is not None else None
         for _, candidate, baseline in compared
     ]
-    adjusted = iter(_holm_per_pair(compared, tests))
     measured = quality(frame)
+    adjusted = iter(_holm_per_pair(compared, [test and test.p_value for test in tests]))
+    equivalence = [_equivalence(candidate, baseline, measured.margin) for _, candidate, baseline in compared]
+    tested = [None if test is None else p for test, (p, _) in zip(tests, equivalence, strict=True)]
+    adjusted_equivalence = iter(_holm_per_pair(compared, tested))
     sentences, comparisons = [], []
-    for (pairing, candidate, baseline), test, adjusted_p in zip(compared, tests, adjusted, strict=True):
+    for (pairing, candidate, baseline), test, adjusted_p, adjusted_same, (_, needed) in zip(
+        compared, tests, adjusted, adjusted_equivalence, equivalence, strict=True
+    ):
         if candidate is None or baseline is None:
             why = pairing.why_none or "its selected configurations did not complete on fresh seeds"
             sentences.append(f"{_name(pairing)}: no comparison, {why}.")
@@ -113,7 +142,8 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
         values = (np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values())))
         if test is None:  # the selected search runs alone: validation values, biased upward by the selection
             values = (np.array(candidate["search_values"]), np.array(baseline["search_values"]))
-        comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *(float(v.mean()) for v in values))
+        means = (float(values[0].mean()), float(values[1].mean()))
+        comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *means, adjusted_same, needed)
         comparisons.append(comparison)
         sentences.append(_sentence(comparison, baseline_family))
     relations = [front_relation(frame, family, baseline_family) for family in families if family != baseline_family]
@@ -134,17 +164,38 @@ def _configuration_of_trials(frame: pd.DataFrame, configs: pd.DataFrame) -> dict
     return {int(number): rows[key] for number, key in zip(frame["number"], keys, strict=True) if key in rows}
 
 
-def _holm_per_pair(compared: list[tuple], tests: list[Test | None]) -> list[float]:
-    """Holm-adjusted p-values, one per comparison; a pair of configurations compared twice (a named
-    point that is also its family's selected configuration) counts once among the tests."""
+def _holm_per_pair(compared: list[tuple], p_values: list[float | None]) -> list[float]:
+    """Holm-adjusted p-values, one per comparison (None: no test); a pair of configurations compared
+    twice (a named point that is also its family's selected configuration) counts once among the tests."""
     pairs = [
-        None if test is None else (candidate["config"], baseline["config"])
-        for (_, candidate, baseline), test in zip(compared, tests, strict=True)
+        None if p is None else (candidate["config"], baseline["config"])
+        for (_, candidate, baseline), p in zip(compared, p_values, strict=True)
     ]
     unique = list(dict.fromkeys(pair for pair in pairs if pair is not None))
-    first = {pair: next(test for p, test in zip(pairs, tests, strict=True) if p == pair) for pair in unique}
-    adjusted = dict(zip(unique, holm([first[pair].p_value for pair in unique]), strict=True))
+    first = {pair: next(p for q, p in zip(pairs, p_values, strict=True) if q == pair) for pair in unique}
+    adjusted = dict(zip(unique, holm([float(first[pair]) for pair in unique]), strict=True))
     return [float("nan") if pair is None else adjusted[pair] for pair in pairs]
+
+
+def _equivalence(candidate: pd.Series | None, baseline: pd.Series | None, margin: float | None) -> tuple[float, int | None]:
+    """The two one-sided tests' p-value that candidate and baseline differ by less than ``margin`` on their
+    fresh seeds (paired where they share seeds, as ``_test``), and about how many seeds would decide the
+    comparison (``seeds_to_decide``); NaN and None where there is nothing to test."""
+    if candidate is None or baseline is None or margin is None:
+        return float("nan"), None
+    shared = sorted(set(candidate["fresh"]) & set(baseline["fresh"]))
+    if len(shared) >= 2:
+        a = np.array([candidate["fresh"][k] for k in shared])
+        b = np.array([baseline["fresh"][k] for k in shared])
+        deviation = float(np.std(a - b, ddof=1))
+        p = equivalence_p(a, b, margin, paired=True)
+    else:
+        a, b = np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values()))
+        if len(a) < 2 or len(b) < 2:
+            return float("nan"), None
+        deviation = math.sqrt(float(np.var(a, ddof=1)) + float(np.var(b, ddof=1)))
+        p = equivalence_p(a, b, margin, paired=False)
+    return p, seeds_to_decide(float(a.mean() - b.mean()), deviation, margin)
 
 
 def _test(candidate: pd.Series, baseline: pd.Series) -> Test | None:
@@ -200,12 +251,26 @@ def _sentence(comparison: Comparison, baseline_family: str) -> str:
         untested = "the seeds do not vary, so no test: not established"
         return f"{what} {verb} {abs(difference):.{decimals}f} {measured.unit} ({values} {judged} over {over}; {untested})."
     unit = "points" if measured.percent else measured.unit
-    significance = "significant" if comparison.significant else "not significant"
     return (
         f"{what} {verb} {abs(difference):.{decimals}f} {measured.unit} ({values} {judged} over {over}; "
         f"95% CI {low:+.{decimals}f} to {high:+.{decimals}f} {unit}, {comparison.test.name}, "
-        f"Holm-adjusted p {_p(comparison.adjusted_p)}: {significance})."
+        f"Holm-adjusted p {_p(comparison.adjusted_p)}: {_answer_words(comparison, unit)})."
     )
+
+
+def _answer_words(comparison: Comparison, unit: str) -> str:
+    """The comparison's answer as its sentence ends: significant; the same within the margin; undetermined."""
+    if comparison.significant:
+        return "significant"
+    measured = comparison.quality
+    if measured.margin is None:
+        return "not significant"
+    margin = f"±{measured.scaled(measured.margin):.{measured.decimals}f} {unit}"
+    if comparison.same:
+        return f"the same within {margin} (two one-sided tests, Holm-adjusted p {_p(comparison.equivalence_p)})"
+    needed = comparison.seeds_needed
+    more = f"about {needed} seeds in all would decide it" if needed else "the seeds' spread leaves it open"
+    return f"undetermined, neither a difference nor the same within {margin}, {more}"
 
 
 def _p(value: float) -> str:

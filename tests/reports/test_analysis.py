@@ -84,7 +84,44 @@ def test_the_verdict_compares_at_the_best_baseline_s_cost_on_test_data_with_holm
     assert np.isclose(comparison.adjusted_p, p) and comparison.significant  # one test: Holm changes nothing
 
     noisy = frame([("MHA", 0, a, 100) for a in (0.20, 0.40, 0.30)] + [("D", 4, a, 100) for a in (0.45, 0.15, 0.33)])
-    assert ": not significant)" in answer(noisy).sentence
+    assert ": undetermined, neither a difference nor the same within ±1.0 points" in answer(noisy).sentence
+
+
+@pytest.mark.parametrize(
+    ("shift", "spread", "seeds", "expected"),
+    [
+        (+0.10, 0.01, 3, "better"),  # ten points ahead, seed to seed within a point
+        (-0.10, 0.01, 3, "worse"),
+        (0.0, 0.003, 6, "same"),  # no difference, a third of a point of seed noise: well inside the ±1-point margin
+        (+0.005, 0.05, 3, "undetermined"),  # half a point apart, five points of seed noise
+    ],
+)
+def test_each_comparison_has_one_of_three_answers_better_worse_same_or_undetermined(
+    shift: float, spread: float, seeds: int, expected: str
+) -> None:
+    rng = np.random.default_rng(7)
+    baseline = 0.30 + rng.normal(0, 0.002, seeds)
+    candidate = baseline + shift + rng.normal(0, spread, seeds)
+    rows = frame(
+        [("MHA", 0, 0.30, 100), *(("MHA", 0, a, 100) for a in baseline), ("D", 4, 0.31, 100)]
+        + [("D", 4, a, 100) for a in candidate]
+    )
+    result = answer(rows)
+    (comparison,) = result.comparisons
+    assert comparison.answer == expected
+    differences = candidate - baseline
+    tost = max(
+        stats.ttest_1samp(differences, -0.01, alternative="greater").pvalue,
+        stats.ttest_1samp(differences, 0.01, alternative="less").pvalue,
+    )
+    assert comparison.equivalence_p == pytest.approx(tost)  # one comparison: Holm changes nothing
+    if expected == "same":
+        assert "the same within ±1.0 points (two one-sided tests, Holm-adjusted p " in result.sentence
+    elif expected == "undetermined":
+        assert comparison.seeds_needed is not None and comparison.seeds_needed > seeds
+        assert f"about {comparison.seeds_needed} seeds in all would decide it" in result.sentence
+    else:
+        assert comparison.significant and ": significant)" in result.sentence
 
 
 def test_holm_adjusts_across_the_families_compared() -> None:

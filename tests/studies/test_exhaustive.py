@@ -48,7 +48,7 @@ def train_all(ledger: Ledger, fail_first: bool = False) -> list[dict]:
         for step in TABLE.train.report_steps():  # the worst value at every evaluation: never stopped
             assert not ledger.stops(config["number"], step, 0.0)
             ledger.record_report(config["number"], report(step))
-        ledger.finish(config["number"], report(60, final=True), None)
+        ledger.finish(config["number"], report(60, final=True) | {"test_accuracy": 0.5}, None)
     return asked
 
 
