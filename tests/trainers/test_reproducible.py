@@ -1,0 +1,69 @@
+"""A trial of one configuration on one seed gives the same numbers bit for bit, whatever runs beside it:
+a truth table and its replays rest on it (docs/verdict.md, "The same answer from the same command")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+# Costs measured by the clock: they depend on the machine's load by nature. Everything else must not.
+TIMED = {"examples_per_s", "tokens_per_s", "flops_per_s", "wall_seconds", "compile_seconds"}
+
+TRIAL = """
+    import dataclasses, json, sys
+    from pathlib import Path
+    import torch
+    from studies.catalogue import LRA_SHARING
+    from studies.engine.trainable import TrialDevice, train_trial
+    torch.set_num_threads(1)  # what Ray gives a trial of one CPU (OMP_NUM_THREADS=1)
+    preset = LRA_SHARING.preset("smoke")
+    config = {
+        "model": preset.task.model_fields() | dict(
+            attention="damcha", metric_mode=sys.argv[1], d_model=32, num_heads=2, num_layers=2, mlp_width=64,
+            metric_rank=4, generator_depth=1, sharing="layer",
+        ),
+        "train": dataclasses.asdict(dataclasses.replace(preset.train, steps=120, eval_every=40, seed=80_003)),
+        "task": preset.task,
+        "cache_dir": sys.argv[2],
+        "compile_cache_dir": sys.argv[2],
+        "memory_bytes": int(sys.argv[3]) or None,
+    }
+    reports = []
+    train_trial(config, TrialDevice("cpu", 0.0, 1), report=lambda step, metrics: reports.append(metrics))
+    print(json.dumps(reports))
+"""
+
+
+def _trial(mode: str, cache: Path, memory_bytes: int = 0) -> list[dict]:
+    """Every report of one DAMCHA trial, trained in a process of its own as a Ray worker trains it."""
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(TRIAL), mode, str(cache), str(memory_bytes)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_damcha_trial_trains_bit_for_bit_the_same_with_the_machine_loaded(tmp_path: Path) -> None:
+    for mode in ("cross", "rowsum"):
+        quiet = _trial(mode, tmp_path)
+        # Every core busy, and the second trial under a memory budget as --trial-memory gives one.
+        spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+        try:
+            loaded = _trial(mode, tmp_path, memory_bytes=2**31)
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
+        assert [report["step"] for report in quiet] == [40, 80, 120]
+        for alone, beside in zip(quiet, loaded, strict=True):
+            measured = {name: value for name, value in alone.items() if name not in TIMED}
+            assert measured == {name: value for name, value in beside.items() if name not in TIMED}, mode
+        assert "test_accuracy" in quiet[-1] and "peak_memory_bytes" in quiet[-1]  # the last report's, compared too
