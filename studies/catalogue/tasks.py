@@ -152,7 +152,8 @@ class Release:
 
 RELEASES: dict[str, Release] = {
     "lra_listops": Release(
-        loaders.listops_release, {"vocab_size": len(LISTOPS_VOCABULARY), "num_classes": LISTOPS_CLASSES, "max_length": 2000}
+        loaders.listops_release,
+        {"vocab_size": len(LISTOPS_VOCABULARY), "num_classes": LISTOPS_CLASSES, "max_length": loaders.LISTOPS_MAX_LENGTH},
     ),
     "lra_text": Release(
         loaders.text_release, {"vocab_size": BYTE_VOCAB_SIZE, "num_classes": 2, "max_length": loaders.TEXT_MAX_LENGTH}

@@ -15,9 +15,10 @@ directory (``$LRA_DATA_DIR``, or the ``data_dir`` argument of a loader):
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -97,10 +98,21 @@ def checked_label(text: str, num_classes: int, where: str) -> int:
     return label
 
 
-def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text without its newline)``; bad UTF-8 names the line."""
+LINE_BYTES = 4 * 2**20  # the longest line a release TSV may have (AAN's documents are tens of KiB)
+
+
+def _decoded_lines(path: Path, max_line_bytes: int = LINE_BYTES) -> Iterator[tuple[int, str]]:
+    """``(line number, text without its newline)``; bad UTF-8 names the line, and so does a line longer
+    than ``max_line_bytes``, refused before it is read whole."""
     with path.open("rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
+        line_number = 0
+        while raw := handle.readline(max_line_bytes + 1):
+            line_number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raise DataFileError(
+                    f"{path}:{line_number}: the line is longer than {max_line_bytes:,} bytes, more than this task's "
+                    "release files hold; this file is not in the release format"
+                )
             try:
                 yield line_number, raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as error:
@@ -111,7 +123,13 @@ LISTOPS_HEADER = "Source\tTarget"
 
 
 def read_labelled_tsv(
-    path: Path, *, columns: int, label_column: int, num_classes: int, header: str | None = LISTOPS_HEADER
+    path: Path,
+    *,
+    columns: int,
+    label_column: int,
+    num_classes: int,
+    header: str | None = LISTOPS_HEADER,
+    max_line_bytes: int = LINE_BYTES,
 ) -> list[tuple[list[str], int]]:
     """Read a TSV, checking every row. Fields are split on tabs only (no quoting), as LRA does.
 
@@ -122,6 +140,7 @@ def read_labelled_tsv(
         num_classes: Labels must lie in ``0..num_classes-1``.
         header: The first line, exactly (a file without it would lose a row), or None
             when the file has no header.
+        max_line_bytes: The longest line the format has; a longer one is refused before it is read.
 
     Returns:
         ``(fields, label)`` per data row, in file order.
@@ -129,10 +148,10 @@ def read_labelled_tsv(
     Raises:
         DataFileError: naming the file and line of the first bad row (a missing header,
             wrong column count, an empty field, a non-integer or out-of-range label,
-            undecodable bytes), or a file without data rows.
+            undecodable bytes, a line too long), or a file without data rows.
     """
     rows = []
-    for line_number, line in _decoded_lines(path):
+    for line_number, line in _decoded_lines(path, max_line_bytes):
         if header is not None and line_number == 1:
             if line != header:
                 shown = header.replace("\t", "<TAB>")
@@ -179,13 +198,37 @@ _CIFAR_GLOBALS = {
 } | {("numpy", "ndarray"), ("numpy", "dtype")}
 
 
+CIFAR_BATCH_BYTES = 10_000 * 3 * 32 * 32  # a batch's images: 10,000 of 3,072 bytes
+CIFAR_FILE_BYTES = CIFAR_BATCH_BYTES + 2**20  # its pickle: the images, the labels, file names and framing
+
+
 class _ArraysOnly(pickle.Unpickler):
-    """An unpickler that builds dicts, lists, bytes, numbers and numpy arrays, and refuses any other callable."""
+    """An unpickler that builds dicts, lists, bytes, numbers and numpy arrays no larger than a CIFAR-10
+    batch's images, and refuses any other callable."""
 
     def find_class(self, module: str, name: str) -> object:
         if (module, name) not in _CIFAR_GLOBALS:
             raise pickle.UnpicklingError(f"refused to load {module}.{name}: a data file may hold arrays, never code")
-        return super().find_class(module, name)
+        found = super().find_class(module, name)
+        return _bounded(found) if name == "_reconstruct" else found
+
+
+def _bounded(reconstruct: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """numpy's array constructor for pickles, refusing an array larger than a CIFAR-10 batch's images
+    before it allocates one (a crafted file may ask for any shape in a few bytes)."""
+
+    def build(subtype: type, shape: object, dtype: object) -> np.ndarray:
+        try:
+            size = math.prod(int(n) for n in (shape if isinstance(shape, tuple | list) else (shape,))) * np.dtype(dtype).itemsize
+        except (TypeError, ValueError) as error:
+            raise pickle.UnpicklingError(f"an array of shape {shape!r} and type {dtype!r}: {error}") from None
+        if not 0 <= size <= CIFAR_BATCH_BYTES:
+            raise pickle.UnpicklingError(
+                f"an array of {size:,} bytes; a CIFAR-10 batch holds at most {CIFAR_BATCH_BYTES:,} (10,000 images of 3,072)"
+            )
+        return reconstruct(subtype, shape, dtype)
+
+    return build
 
 
 def read_cifar10_batch(path: Path) -> tuple[np.ndarray, list[int]]:
@@ -195,8 +238,11 @@ def read_cifar10_batch(path: Path) -> tuple[np.ndarray, list[int]]:
         ``(images, labels)``: images (N, 3, 32, 32) uint8 (RGB planes), labels in 0..9.
 
     Raises:
-        DataFileError: not a CIFAR-10 pickle, wrong image size, bad label (example named).
+        DataFileError: not a CIFAR-10 pickle, a file or an array larger than a batch (refused before
+            it is allocated), wrong image size, bad label (example named).
     """
+    if (size := path.stat().st_size) > CIFAR_FILE_BYTES:
+        raise DataFileError(f"{path}: {size:,} bytes, more than a CIFAR-10 python batch's {CIFAR_FILE_BYTES:,}; not a batch")
     try:
         with path.open("rb") as handle:
             batch = _ArraysOnly(handle, encoding="bytes").load()

@@ -40,6 +40,8 @@ from trainers.data.lra_files import (
 from trainers.data.recall import RecallSpec, generate_recall
 from trainers.data.tokenize import tokenize_bytes, tokenize_listops, tokenize_pixels
 
+LISTOPS_MAX_LENGTH = 2000  # tokens per expression, LRA's ListOps length
+LISTOPS_LINE_BYTES = 64 * 2**10  # a release line: 2000 tokens with their brackets and spaces fit many times over
 TEXT_MAX_LENGTH = 4000  # bytes per review, LRA's Text length
 RETRIEVAL_MAX_LENGTH = 4000  # bytes per document, LRA's Retrieval length (two towers)
 PATHFINDER_DIFFICULTIES = {"easy": "curv_baseline", "intermediate": "curv_contour_length_9", "hard": "curv_contour_length_14"}
@@ -112,13 +114,18 @@ def listops_release(data_dir: Path | str | None = None, *, cache_dir: Path | Non
     def build() -> dict[str, dict[str, list]]:
         splits = {}
         for split, path in paths.items():
-            rows = read_labelled_tsv(path, columns=2, label_column=1, num_classes=NUM_CLASSES)
+            rows = read_labelled_tsv(path, columns=2, label_column=1, num_classes=NUM_CLASSES, max_line_bytes=LISTOPS_LINE_BYTES)
             sequences = []
             for line_number, (fields, _) in enumerate(rows, start=2):
                 try:
                     sequences.append(tokenize_listops(fields[0]))
                 except ValueError as error:
                     raise DataFileError(f"{path}:{line_number}: {error}") from None
+                if len(sequences[-1]) > LISTOPS_MAX_LENGTH:  # a cut expression would be another expression: refused
+                    raise DataFileError(
+                        f"{path}:{line_number}: {len(sequences[-1]):,} tokens; LRA's ListOps has at most "
+                        f"{LISTOPS_MAX_LENGTH:,} (the task's length): this file is not the release's"
+                    )
             splits[split] = _columns(sequences, [label for _, label in rows])
         return splits
 

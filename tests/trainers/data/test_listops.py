@@ -130,7 +130,12 @@ def test_command_line_writes_the_lra_format_and_the_loader_reads_it(tmp_path: Pa
         ("( [MAX 1 2 ] )\tseven", "basic_val.tsv:3: label 'seven' is not an integer"),
         ("( [MAX 1 2 ] )\t12", "basic_val.tsv:3: label 12 is outside 0..9"),
         ("( [MAX 1 x ] )\t2", "basic_val.tsv:3: unknown ListOps token 'x'"),
+        # 2001 tokens: more than LRA's ListOps has (its task's length); a cut expression is another expression
+        ("( [SM " + "1 " * 1999 + "] )\t3", "basic_val.tsv:3: 2,001 tokens; LRA's ListOps has at most 2,000"),
+        # a line of 10 MB is refused before it is read whole (a 5-million-token sequence otherwise)
+        ("( [SM " + "1 " * 5_000_000 + "] )\t3", "basic_val.tsv:3: the line is longer than 65,536 bytes"),
     ],
+    ids=["columns", "label-text", "label-range", "token", "too-long", "line-too-long"],
 )
 def test_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
     directory = tmp_path / "listops-1000"

@@ -139,3 +139,29 @@ def test_image_batches_never_run_code_from_the_files(tmp_path: Path, call) -> No
     with pytest.raises(DataFileError, match=r"data_batch_1: not a CIFAR-10 python batch .*refused to load .*never code"):
         image_release(tmp_path, cache_dir=tmp_path / "cache")
     assert not marker.exists()
+
+
+class _AsksFor:
+    """What a crafted "batch" pickles: numpy's own array builder (which the loader allows) asked for ``shape``."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __reduce__(self):
+        from numpy._core.multiarray import _reconstruct
+
+        return _reconstruct, (np.ndarray, self.shape, b"B")
+
+
+def test_image_batches_never_allocate_more_than_a_batch_holds(tmp_path: Path) -> None:
+    """A few bytes may ask numpy for any array; the loader knows the format's size and refuses before allocating."""
+    write_cifar(tmp_path, 3, np.random.default_rng(0))
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    batch.write_bytes(pickle.dumps({b"data": _AsksFor((10**12,)), b"labels": [1]}))
+    assert batch.stat().st_size < 200
+    with pytest.raises(DataFileError, match=r"an array of 1,000,000,000,000 bytes; a CIFAR-10 batch holds at most 30,720,000"):
+        image_release(tmp_path, cache_dir=tmp_path / "cache")
+    with batch.open("wb") as handle:  # a file larger than any batch: refused by its size, unread
+        handle.truncate(40 * 2**20)
+    with pytest.raises(DataFileError, match=r"data_batch_1: 41,943,040 bytes, more than a CIFAR-10 python batch"):
+        image_release(tmp_path, cache_dir=tmp_path / "cache")
