@@ -45,6 +45,7 @@ from studies.engine.endings import ENDING_ATTRIBUTE, Ending, FinishedTrial
 from studies.engine.failures import failure_of
 from studies.engine.queue import (
     COUNTED_STATES,
+    DRIVER_ATTRIBUTE,
     MAX_RETRIES,
     PlannedTrial,
     driver_identity,
@@ -228,6 +229,11 @@ class Ledger:
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
         self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
+        # What recovery judges a trial by, from its first write after the ask: its driver, and that driver's
+        # heartbeat (a driver killed from here on leaves a trial other drivers fail: ``queue.fail_abandoned``).
+        trial.set_user_attr(DRIVER_ATTRIBUTE, driver_identity())
+        self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
+        self.storage.record_heartbeat(self.trial_ids[trial.number])
         self.view_ends[trial.number] = trial.number - self.lag
         return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
 
@@ -391,14 +397,11 @@ class Ledger:
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,
-            "driver": driver_identity(),
             "model_config": model,
             "train_config": train,
         }
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
-        self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
-        self.storage.record_heartbeat(self.trial_ids[trial.number])  # alive from its start (stale only after a heartbeat)
         return {
             "number": trial.number,
             "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``Ledger.stops``)

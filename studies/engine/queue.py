@@ -15,6 +15,7 @@ doing so (``fail_abandoned``, at each heartbeat).
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import warnings
@@ -29,6 +30,7 @@ from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_V
 from search_space.space import Value
 from studies.engine.endings import ENDING_ATTRIBUTE, Ending
 
+DRIVER_ATTRIBUTE = "driver"  # user attribute: ``host:pid`` of the driver that asked the trial, written right after the ask
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 COUNTED_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)  # trials that use budget
@@ -168,22 +170,35 @@ def driver_gone(identity: str | None) -> bool:
 
 
 def fail_abandoned(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
-    """Fail the RUNNING trials whose driver is gone (``driver_gone``: at once) or silent (Optuna's heartbeat
-    grace), and queue their retries. A trial that had ended (its ``ending`` attribute) is told that ending.
+    """Fail the RUNNING trials whose driver is gone (``driver_gone``: at once), silent (Optuna's heartbeat
+    grace), or never recorded (a driver killed between the ask and its first write: after the same grace,
+    counted from the trial's start), and queue their retries. A trial that had ended (its ``ending``
+    attribute) is told that ending.
 
     Returns:
         How many retries were queued.
     """
     before = len(queued(study))
+    now = datetime.datetime.now()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if driver_gone(trial.user_attrs.get("driver")):
+        if driver_gone(trial.user_attrs.get(DRIVER_ATTRIBUTE)):
             _end_left_running(
                 study, storage, trial, "its driver's process has exited (killed or crashed); its configuration is retried"
             )
+        elif DRIVER_ATTRIBUTE not in trial.user_attrs and _seconds_since(trial.datetime_start, now) > GRACE_PERIOD_S:
+            # Asked, then its driver died before writing anything (its first write follows the ask): no heartbeat
+            # ever makes it stale, so its age does, after the heartbeat's own grace period.
+            why = f"its driver stopped right after asking it (no driver recorded in {GRACE_PERIOD_S} s); it is retried"
+            _end_left_running(study, storage, trial, why)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
     return len(queued(study)) - before
+
+
+def _seconds_since(start: datetime.datetime | None, now: datetime.datetime) -> float:
+    """Seconds from a trial's start (Optuna's local time) to ``now``; 0 for a trial without one."""
+    return 0.0 if start is None else (now - start).total_seconds()
 
 
 def _end_left_running(study: optuna.Study, storage: optuna.storages.BaseStorage, trial: FrozenTrial, error: str) -> None:

@@ -20,7 +20,7 @@ from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import Family, Preset, Study
 from studies.engine.endings import Ending
 from studies.engine.ledger import Ledger
-from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued
+from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued, trial_id
 from studies.engine.sampler import TRAINABLE
 
 PRESET = LRA_SHARING.preset("smoke")
@@ -469,6 +469,53 @@ def test_a_running_driver_fails_another_s_abandoned_trial_and_runs_its_retry(tmp
     retry = ledger.ask("ray-1")
     assert retry is not None and ledger.study.trials[retry["number"]].user_attrs["retry_of"] == gone
     for config in (first, retry):
+        ledger.finish(config["number"], report(60, final=True), None)
+    assert ledger.done() and not ledger.study.get_trials(states=(TrialState.RUNNING,))
+
+
+def test_a_trial_carries_its_driver_and_heartbeat_from_its_ask(tmp_path: Path) -> None:
+    """What recovery judges a trial by is written right after the ask, before the trial is dispatched."""
+    from studies.engine.queue import driver_identity
+
+    ledger = make_ledger(tmp_path, [], 1)
+    trial, _ = ledger._sample()  # the ask, before _start dispatches it
+    stored = ledger.study.trials[trial.number]
+    assert stored.state == TrialState.RUNNING and stored.user_attrs["driver"] == driver_identity()
+    assert ledger.trial_ids[trial.number] == trial_id(ledger.storage, ledger.study, trial.number)
+
+
+def test_a_trial_whose_driver_died_right_after_the_ask_is_failed_and_retried_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver killed between Optuna's ask and its first write leaves a RUNNING trial with no driver and no
+    heartbeat, which no heartbeat can make stale: its age does, so a resumed run is not blocked by it."""
+    import subprocess
+    import sys
+
+    from studies.engine import queue
+
+    ledger = make_ledger(tmp_path, [], 2)
+    ledger.exclusive = False  # as on PostgreSQL, beside other drivers
+    subprocess.run(  # a real driver process: it asks, then dies before writing anything (as by SIGKILL)
+        [
+            sys.executable,
+            "-c",
+            f"import optuna, os; optuna.load_study(study_name={ledger.study.study_name!r}, "
+            f"storage='sqlite:///{tmp_path / 'store.db'}').ask(); os._exit(0)",
+        ],
+        check=True,
+    )
+    (orphan,) = ledger.study.get_trials(states=(TrialState.RUNNING,))
+    assert "driver" not in orphan.user_attrs
+    assert queue.fail_abandoned(ledger.study, ledger.storage) == 0  # within the grace: it may still be written
+    monkeypatch.setattr(queue, "GRACE_PERIOD_S", -1)  # the grace has passed
+    ledger.heartbeat()  # a running driver's heartbeat fails it, and queues its retry for this run
+    assert ledger.study.trials[orphan.number].state == TrialState.FAIL
+    assert "stopped right after asking it" in ledger.study.trials[orphan.number].user_attrs["error"]
+    configs = [ledger.ask(f"ray-{index}") for index in range(2)]  # the retry first, then the budget's other trial
+    assert all(configs) and ledger.ask("ray-2") is None  # the orphan was one of the budget's 2: its retry replaces it
+    assert ledger.study.trials[configs[0]["number"]].user_attrs["retry_of"] == orphan.number
+    for config in configs:
         ledger.finish(config["number"], report(60, final=True), None)
     assert ledger.done() and not ledger.study.get_trials(states=(TrialState.RUNNING,))
 
