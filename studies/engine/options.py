@@ -163,11 +163,12 @@ MIN_TRIAL_MEMORY = 2**20  # bytes: below a MiB, a budget is no number Ray can di
 NAME_BYTES = 255  # a file name's length limit (NAME_MAX on Linux and macOS): Ray Tune names a folder after the study
 
 
-def store_name(study: Study, preset: Preset, fix: dict[str, Value]) -> str:
+def store_name(study: Study, preset: Preset, fix: dict[str, Value], seed: int = 0) -> str:
     """The stable Optuna study name of a run; knobs the user fixes (and training the user overrides)
-    make a different study, whose trials answer another question."""
+    make a different study, whose trials answer another question, and so does another ``--seed``
+    (other trials: a run on seed 1 never resumes seed 0's)."""
     suffix = "".join(f"-{name}={value}" for name, value in sorted(fix.items()))
-    return study.store_name(preset.name) + suffix
+    return study.store_name(preset.name) + suffix + (f"-seed={seed}" if seed else "")
 
 
 def _check_name_length(name: str) -> None:
@@ -179,7 +180,7 @@ def _check_name_length(name: str) -> None:
     longest = len(name.encode()) + len("-") + len(f"{datetime.datetime(2000, 1, 1):{FRESH_SUFFIX}}")
     if longest > NAME_BYTES:
         raise StudyOptionError(
-            f"the options that name the study (--fix, --precision, --compile) make its name {len(name.encode())} bytes "
+            f"the options that name the study (--fix, --precision, --compile, --seed) make its name {len(name.encode())} bytes "
             f"long ({name[:60]}...); a folder name holds {NAME_BYTES} bytes and --fresh adds "
             f"{longest - len(name.encode())}: fix fewer knobs"
         )
@@ -417,7 +418,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
-    name = store_name(study, preset, fix | overrides)
+    name = store_name(study, preset, fix | overrides, options.seed)
     _check_name_length(name)
     resources = TrialResources(cpus, gpus, memory)
     return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix, name)

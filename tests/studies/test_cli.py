@@ -247,6 +247,18 @@ def test_precision_and_compile_flags_reach_every_trial_and_name_their_own_study(
     assert "--compile, --no-compile" in build_parser().format_help()
 
 
+def test_another_seed_is_another_study_never_a_resumed_one() -> None:
+    """``--seed 1`` on a store holding the seed-0 run must not resume it (its trials trained on other seeds)."""
+    from studies.engine.options import RunOptions, check_options
+
+    study = get_study("lra_sharing")
+    assert check_options(study, RunOptions(preset="smoke")).study_name == "lra_sharing-smoke-v6"
+    assert check_options(study, RunOptions(preset="smoke", seed=0)).study_name == "lra_sharing-smoke-v6"
+    assert check_options(study, RunOptions(preset="smoke", seed=1)).study_name == "lra_sharing-smoke-v6-seed=1"
+    fixed = check_options(study, RunOptions(preset="smoke", seed=7, fix={"num_heads": 4}))
+    assert fixed.study_name == "lra_sharing-smoke-v6-num_heads=4-seed=7"
+
+
 def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
     from studies.engine.trainable import trial_device
 
