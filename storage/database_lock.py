@@ -52,14 +52,14 @@ def _request(kind: int) -> bytes:
 
 def held_elsewhere(path: Path) -> bool:
     """Whether a driver other than this process's holds the lock of the database file at ``path``
-    (False for a file that does not exist yet, and where the lock is not supported).
-
-    Raises:
-        OSError: the file cannot be opened for writing.
-    """
+    (False for a file that does not exist yet, one this process cannot open for writing, which no
+    driver of its user writes either, and where the lock is not supported)."""
     if not _SUPPORTED or not path.exists():
         return False
-    key, descriptor = _descriptor(path)
+    try:
+        key, descriptor = _descriptor(path)
+    except OSError:  # a read-only medium, no permission: the store's own checks say which
+        return False
     try:
         answer = fcntl.fcntl(descriptor, fcntl.F_OFD_GETLK, _request(fcntl.F_WRLCK))
     finally:

@@ -378,14 +378,14 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             "write-ahead log (and corrupt the store), and a second driver would not meet this one's writer lock; "
             "keep one name (remove the other links), or pass another --storage file"
         )
-    if writing and held_elsewhere(path):  # before SQLite opens it here, beside another path's logs
-        raise StoreBusyError(f"another driver {_BUSY.format(masked_url(f'sqlite:///{path}'))}")
     if on_read_only_medium(path.parent):
         if writing:
             raise StorageURLError(
                 f"the SQLite store {path} is on a read-only file system: a study writes its trials there; copy it to "
                 "a writable folder, or pass another --storage file (python -m reports reads it where it is)"
             )
+    if writing and held_elsewhere(path):  # before SQLite opens it here, beside another path's logs
+        raise StoreBusyError(f"another driver {_BUSY.format(masked_url(f'sqlite:///{path}'))}")
     # Only SQLite opens the file: closing any other descriptor of it would drop the locks this
     # process's SQLite connections hold there (POSIX locks), and another process could then
     # checkpoint and delete the write-ahead log under them.
