@@ -69,7 +69,8 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         ``search_values`` (every search run's validation value); ``fresh`` (each fresh-seed
         repeat's value on the judging split, by ``repeat_index``), ``judged_on`` (``test``, or
         ``validation`` for a store without test values), ``seeds`` (how many), ``mean``,
-        ``ci_low``, ``ci_high`` (the headline figure and its 95% t-interval; NaN without
+        ``ci_low``, ``ci_high`` (the headline figure and its 95% t-interval, cut to the metric's range
+        where it has one: ``Quality.bounded``; NaN without
         fresh seeds, or, for the interval, with fewer than two); costs. ``attrs`` hold the ``Quality``.
     """
     measured = quality(frame)
@@ -87,7 +88,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
         repeats = group[group["repeat_index"].notna()]
         fresh = {int(index): float(value) for index, value in zip(repeats["repeat_index"], repeats[judged], strict=True)}
         values = pd.Series(list(fresh.values()), dtype=float).to_numpy()
-        low, high = mean_interval(values)
+        low, high = measured.bounded(*mean_interval(values))  # an accuracy's interval stays within [0, 100]%
         first = group.iloc[0]
         rows.append(
             {

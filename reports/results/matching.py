@@ -171,7 +171,12 @@ def front_relation(frame: pd.DataFrame, family: str, baseline: str) -> str:
         return f"their searches cover no common FLOPs range ({family} {_span(ours)}, {baseline} {_span(theirs)})"
     points = sorted({x for x in pd.concat([ours[FLOPS], theirs[FLOPS]]).astype(float) if low <= x <= high} | {low, high})
     gaps = [_front_at(ours, x) - _front_at(theirs, x) for x in points]
-    where = f"over {low:.3g}–{high:.3g} FLOPs, the range both searches cover"
+    # A range of one point is said as the point (both searches' configurations there cost the same).
+    where = (
+        f"at {low:.3g} FLOPs, the one cost both searches cover"
+        if f"{low:.3g}" == f"{high:.3g}"
+        else f"over {low:.3g}–{high:.3g} FLOPs, the range both searches cover"
+    )
     if all(gap >= 0 for gap in gaps):
         how = "matches" if all(gap == 0 for gap in gaps) else "lies on or above"
         return f"{family}'s front {how} {baseline}'s {where}"
@@ -189,4 +194,5 @@ def _front_at(rows: pd.DataFrame, flops: float) -> float:
 
 
 def _span(rows: pd.DataFrame) -> str:
-    return f"{float(rows[FLOPS].min()):.3g}–{float(rows[FLOPS].max()):.3g}"
+    low, high = f"{float(rows[FLOPS].min()):.3g}", f"{float(rows[FLOPS].max()):.3g}"
+    return low if low == high else f"{low}–{high}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import optuna
@@ -28,6 +29,8 @@ class Quality:
             difference lies within ``±margin`` (two one-sided tests) are the same for this metric's
             purposes; None: no comparison is called the same (a metric this product does not know).
         margin_reason: Why that margin, in a sentence (docs/verdict.md shows it).
+        bounds: The values' range where it is bounded (accuracy: 0 to 1): an interval of their mean
+            is cut to it (``bounded``), since the mean cannot leave it; None: unbounded.
     """
 
     column: str
@@ -40,6 +43,15 @@ class Quality:
     test_column: str | None = None
     margin: float | None = None
     margin_reason: str = ""
+    bounds: tuple[float, float] | None = None
+
+    def bounded(self, low: float, high: float) -> tuple[float, float]:
+        """An interval of the mean cut to ``bounds``: a confidence interval intersected with the values'
+        range keeps its coverage (the true mean lies in the range), and shows no impossible value."""
+        if self.bounds is None or math.isnan(low):
+            return low, high
+        floor, ceiling = self.bounds
+        return min(max(low, floor), ceiling), max(min(high, ceiling), floor)
 
     @property
     def test_label(self) -> str:
@@ -72,6 +84,7 @@ QUALITIES = {
             percent=True,
             decimals=1,
             test_column=TEST_ACCURACY,
+            bounds=(0.0, 1.0),
             margin=0.01,
             margin_reason=(
                 "one accuracy point: less than any design choice here is worth (on lra_sharing's truth table the "

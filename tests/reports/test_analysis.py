@@ -73,6 +73,16 @@ def test_a_configuration_s_headline_figure_is_its_fresh_seed_test_mean_with_an_i
     assert searched_only["seeds"] == 0 and np.isnan(searched_only["mean"])  # no fresh seeds: no headline figure
 
 
+def test_an_accuracy_s_interval_never_leaves_0_to_100_percent() -> None:
+    """Two seeds on 64 test examples (smoke): 17.2% [-42.4%, 76.7%] was shown; the mean cannot be below 0."""
+    configs = configurations(frame([("MHA", 0, 0.2, 100), ("MHA", 0, 0.047, 100), ("MHA", 0, 0.297, 100)]), KNOBS)
+    mha = configs.iloc[0]
+    t_low = 0.172 - stats.t.ppf(0.975, 1) * np.std([0.047, 0.297], ddof=1) / np.sqrt(2)
+    assert t_low < 0 and mha["ci_low"] == 0.0 and 0.172 < mha["ci_high"] <= 1.0
+    assert QUALITIES["val_accuracy"].bounded(-0.3, 1.4) == (0.0, 1.0)
+    assert np.isnan(QUALITIES["val_accuracy"].bounded(float("nan"), float("nan"))[0])
+
+
 def test_the_verdict_compares_at_the_best_baseline_s_cost_on_test_data_with_holm_p_values() -> None:
     rows = frame([("MHA", 0, a, 100) for a in (0.30, 0.31, 0.29, 0.30)] + [("D", 4, a, 105) for a in (0.40, 0.415, 0.385, 0.40)])
     result = answer(rows)
