@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import sampler_for
 from studies.engine.trainable import TrialDevice, train_trial
 from trainers.data.cache import default_cache_dir
+from trainers.outputs import exit_with
 
 COSTS = (
     ("examples_per_s", "examples/s", "{:.0f}"),
@@ -130,4 +130,4 @@ def _knobs(model: dict) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +23,7 @@ from torch import Tensor
 
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
 from trainers.measure import attention_kernels, interleaved_seconds
+from trainers.outputs import exit_with
 from trainers.train import resolve_device
 
 
@@ -91,4 +91,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

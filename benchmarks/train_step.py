@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ from trainers.costs import model_flops
 from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_flops, peak_memory
 from trainers.memory import is_out_of_memory
 from trainers.models import build_model
+from trainers.outputs import exit_with
 from trainers.train import TrainConfig, adamw, autocast, compiled, resolve_device
 
 VARIANTS: dict[str, dict] = {
@@ -294,4 +294,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -27,6 +27,7 @@ from typing import TextIO
 import optuna
 
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
+from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, resolve_study_name
 from storage import (
@@ -37,7 +38,7 @@ from storage import (
     resolve_storage_url,
     store_files,
 )
-from trainers.outputs import REPORTS_DIR, write_atomically
+from trainers.outputs import REPORTS_DIR, exit_with, write_atomically
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         for directory, option in ((args.png, "--png"), (args.csv, "--csv")):
             if directory:
                 check_writable_dir(directory, option)
+        if args.png:
+            check_renderer()
         for path, option in _table_paths(found[0].study.study_name, args):
             check_writable_file(path, option, keep=kept)
-    except (StorageURLError, LookupError, OutputPathError) as error:
+    except (StorageURLError, LookupError, OutputPathError, RendererError) as error:
         parser.error(str(error))
     from reports.html import compare_html, report_html  # plotly: seconds of import that `list` never needs
-    from reports.images import write_images
 
     try:
         if command == "compare":
@@ -177,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
         parser.error(f"cannot write {error.filename or output}: {error.strerror or error}; free space there or give another path")
+    except RendererError as error:  # the renderer worked before the work began, then failed
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"report: {path}", file=said)
     return 0
 
@@ -201,4 +206,4 @@ def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, sa
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

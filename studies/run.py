@@ -32,7 +32,7 @@ from studies.engine.options import LOCAL_ADDRESS, LOCAL_ONLY_VARIABLE
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
 from trainers.naming import UnknownNameError
-from trainers.outputs import TUNE_DIR
+from trainers.outputs import TUNE_DIR, exit_with
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:
@@ -261,4 +261,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -9,8 +9,11 @@ none of our packages). A leaf module: every package but ``storage`` may import i
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 RUNS_DIR = Path("runs")
 DATA_CACHE_DIR = RUNS_DIR / "data"  # datasets' Arrow caches
@@ -53,3 +56,18 @@ def write_atomically(path: Path, content: str | bytes) -> Path:
             raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     return path
+
+
+CLOSED_PIPE_EXIT = 128 + 13  # as a shell reports a command that SIGPIPE ended
+
+
+def exit_with(main: Callable[[], int | None]) -> NoReturn:
+    """Run a command-line entry point and exit with its code; a reader that closed the pipe early
+    (``| head -1``) ends the command quietly, as with any Unix tool, instead of in a traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()  # here, where a closed pipe is caught, not in the interpreter's exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more reaches the closed pipe
+        sys.exit(CLOSED_PIPE_EXIT)
+    sys.exit(code)

@@ -19,6 +19,7 @@ from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
 from reports.results.configurations import knob_text
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
+from trainers.outputs import exit_with
 
 DEFAULT_TABLE = table_path("lra_sharing-table-v6")
 
@@ -105,4 +106,4 @@ def _print_stability(table: Table, resamples: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -42,6 +42,7 @@ from storage import StorageURLError, open_storage, resolve_storage_url
 from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
 from trainers.naming import UnknownNameError
+from trainers.outputs import exit_with
 
 PRESET = "table"
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table
@@ -167,4 +168,4 @@ def _plain(value: Any) -> Any:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

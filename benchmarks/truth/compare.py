@@ -54,7 +54,7 @@ from reports.results.verdict import Comparison, Headline
 from studies.catalogue import get_study
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
-from trainers.outputs import write_atomically
+from trainers.outputs import exit_with, write_atomically
 
 # Every strategy's Search spelled out whole, so that its replays stay its own when Search's defaults change.
 STRATEGIES = {
@@ -414,4 +414,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)
