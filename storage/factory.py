@@ -367,8 +367,17 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
         if not writing:
             raise StorageURLError(f"there is no SQLite store at {path}: run a study first, or pass --storage")
         existing = next(folder for folder in path.parents if folder.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            raise StorageURLError(f"cannot create the SQLite store {path}: {existing} is not a folder this user can write")
+        cause = (  # each cause in its own words: the system tells them apart (ENOTDIR, EROFS, EACCES)
+            "is a file, so no folder can be made there"
+            if not existing.is_dir()
+            else "is on a read-only file system"
+            if on_read_only_medium(existing)
+            else "is a folder this user cannot write (permission denied)"
+            if not os.access(existing, os.W_OK | os.X_OK)
+            else None
+        )
+        if cause:
+            raise StorageURLError(f"cannot create the SQLite store {path}: {existing} {cause}; pass another --storage file")
         return
     if not path.is_file():
         raise StorageURLError(f"the SQLite store {path} is not a file")

@@ -603,7 +603,7 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         (
             lambda root: (root / "runs").mkdir() or (root / "runs").chmod(0o755),
-            r"cannot create the SQLite store .*runs/optuna.db: .*runs is not a folder this user can write",
+            r"cannot create the SQLite store .*runs/optuna.db: .*runs is a folder this user cannot write \(permission denied\)",
         ),
         (
             lambda root: (_valid_store(root), (root / "store.db").chmod(0o644)),

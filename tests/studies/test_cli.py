@@ -220,6 +220,23 @@ def test_a_second_driver_through_a_bind_mount_of_the_file_alone_is_refused(capsy
     assert holder.returncode == 0
 
 
+def test_a_new_store_on_a_read_only_file_system_is_refused_in_those_words(capsys, tmp_path: Path) -> None:
+    """The system tells a read-only medium from a permission: the message names the cause it told (EROFS)."""
+    source, mounted = tmp_path / "source", tmp_path / "mounted"
+    source.mkdir()
+    mounted.mkdir()
+    if subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True).returncode != 0:
+        pytest.skip("this machine lets this user mount nothing (a read-only bind mount needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        code, error = exit_code_and_error(
+            ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'new' / 'store.db'}"], capsys
+        )
+        assert code == 2 and f"{mounted} is on a read-only file system" in error and "cannot write" not in error
+    finally:
+        subprocess.run(["umount", "--lazy", str(mounted)], check=True)
+
+
 def test_a_store_with_another_hard_link_is_refused_for_writing(capsys, tmp_path: Path) -> None:
     """A hard link is another name the writer lock cannot see (and SQLite would log it apart)."""
     optuna.create_study(storage=f"sqlite:///{tmp_path / 'store.db'}")
