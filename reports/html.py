@@ -32,7 +32,7 @@ from reports.results.configurations import headline_figure
 from reports.results.details import importances, learning_curves, provenance
 from reports.results.frame import compared_knobs, knob_columns, search_runs
 from reports.results.fronts import family_budgets
-from reports.results.names import FLOPS
+from reports.results.names import FLOPS, RELIABILITY_ATTRIBUTE
 from reports.results.quality import quality
 from reports.tables import front_numbers, fronts_frame, verdict_frame
 from storage import masked_url
@@ -130,6 +130,7 @@ def report_html(
 <h1>{html.escape(name)}</h1>
 <p class="question">{html.escape(str(attributes.get("question", "")))}</p>
 <p class="headline">{html.escape(answer.sentence)}</p>
+<p>{html.escape(str(attributes.get(RELIABILITY_ATTRIBUTE, "How sure: not recorded (a store this product did not write).")))}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>
 <p>The search runs: one colour and one front per family; crosses: the baseline family (dashed front); open

@@ -10,7 +10,7 @@ import pandas as pd
 from reports.results import StudyResults
 from reports.results.configurations import headline_figure, knob_text
 from reports.results.frame import knob_columns
-from reports.results.names import FLOPS, INFEASIBLE
+from reports.results.names import FLOPS, INFEASIBLE, RELIABILITY_ATTRIBUTE
 from reports.results.quality import Quality, quality
 from reports.results.verdict import VERDICT_ATTRIBUTE
 
@@ -37,6 +37,8 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
     lines.append(f"  verdict: {study.user_attrs.get(VERDICT_ATTRIBUTE, results.verdict.sentence)}")
+    if reliability := study.user_attrs.get(RELIABILITY_ATTRIBUTE):
+        lines.append(f"  {reliability}")
     compared = [row for c in results.verdict.comparisons for row in (c.baseline, c.candidate)]
     if compared:
         lines.append("  compared:")

@@ -51,3 +51,4 @@ KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study
 QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values measure
 FAMILIES_ATTRIBUTE = "families"  # ``frame.attrs`` key: the study's family labels, the baseline's first
 FAMILY_KNOBS_ATTRIBUTE = "family_knobs"  # ``frame.attrs`` key: the knobs the families set (attention, metric_mode)
+RELIABILITY_ATTRIBUTE = "reliability"  # study user attribute: how often the preset's answer reaches its truth's, in a sentence

@@ -86,6 +86,41 @@ NSGA2_WITH_ASHA = Search("nsga2", per_family=False, untried=False, stopping_rule
 
 
 @dataclass(frozen=True)
+class Reliability:
+    """How often a study of a preset reaches its truth table's conclusion, measured by replays of the
+    table (``benchmarks.truth.compare``): what a run prints beside its verdict (docs/truth.md).
+
+    Attributes:
+        trials: The search budget the replays ran (a run with another ``--trials`` is not covered).
+        replays: How many studies were replayed.
+        whole: The share whose whole verdict concluded as the truth's, with its 95% Wilson interval.
+        families: The same for the families' comparisons alone (the named points' aside).
+        how: When and how it was measured, and what that measure cannot say.
+    """
+
+    trials: int
+    replays: int
+    whole: tuple[float, float, float]
+    families: tuple[float, float, float]
+    how: str
+
+    def sentence(self, trials: int) -> str:
+        """The line a run of ``trials`` search trials prints beside its verdict."""
+        share = "{:.0%} [{:.0%}, {:.0%}]".format
+        said = (
+            f"How sure: replayed {self.replays} times on the truth table (docs/truth.md), a study of this preset at "
+            f"{self.trials} trials reaches the truth's whole conclusion in {share(*self.whole)} of studies (95% Wilson "
+            f"interval), its families' comparisons in {share(*self.families)}; measured {self.how}."
+        )
+        if trials != self.trials:
+            said += f" This run searches {trials} trials, a budget those replays did not measure."
+        return said
+
+
+NOT_MEASURED = "How sure: not measured: no truth table covers this study's space and preset (docs/truth.md)."
+
+
+@dataclass(frozen=True)
 class DecidingSeeds:
     """More runs of an exhaustive preset's configurations where a verdict is decided: a truth
     table's judging seeds go where a matched-cost comparison can select (docs/truth.md).
@@ -135,6 +170,8 @@ class Preset:
             before the next (a truth table: ``benchmarks.truth``). ``trials`` is then the table's size.
         deciding: With ``exhaustive_seeds``: the configurations that train more times than the
             rest (``DecidingSeeds``), their extra passes after the whole space's.
+        reliability: How often this preset's answer reaches its truth table's, on replays
+            (``Reliability``); None: not measured.
     """
 
     name: str
@@ -152,6 +189,7 @@ class Preset:
     parallel_trials: int = 2
     exhaustive_seeds: int = 0
     deciding: DecidingSeeds | None = None
+    reliability: Reliability | None = None
 
     def __post_init__(self) -> None:
         """Training settings live in ``train`` alone (one source per setting); deciding seeds add to a table's."""

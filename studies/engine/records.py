@@ -8,12 +8,13 @@ from typing import TextIO
 
 import optuna
 
+from reports.results.names import RELIABILITY_ATTRIBUTE
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from storage import (
     masked_url,
     open_storage,
 )
-from studies.catalogue.schema import Study
+from studies.catalogue.schema import NOT_MEASURED, Study
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import study_sampler
@@ -58,6 +59,20 @@ def open_study(
     return optuna_study, storage
 
 
+def reliability_line(run: CheckedRun) -> str:
+    """How often a run like this one reaches its truth table's conclusion (``Preset.reliability``), in a
+    sentence; a run whose settings the replays did not cover says it is not measured."""
+    measured = run.preset.reliability
+    if measured is None:
+        return NOT_MEASURED
+    if run.fix or run.train_overrides:
+        return "How sure: not measured for this run: --fix, --precision or --compile make another study than the replays ran."
+    line = measured.sentence(run.trials)
+    if run.repeat_seeds != run.preset.repeat_seeds:
+        line += f" It repeats {run.repeat_seeds} fresh seeds where the replays repeated {run.preset.repeat_seeds}."
+    return line
+
+
 def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, options: RunOptions) -> None:
     """The study's question and settings, and the command of the run (the latest), for reports and optuna-dashboard."""
     preset = run.preset
@@ -89,4 +104,5 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
         },
     )
     optuna_study.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})
+    optuna_study.set_user_attr(RELIABILITY_ATTRIBUTE, reliability_line(run))
     optuna_study.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})

@@ -276,6 +276,23 @@ def test_another_seed_is_another_study_never_a_resumed_one() -> None:
     assert fixed.study_name == "lra_sharing-smoke-v6-num_heads=4-seed=7"
 
 
+def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_measured() -> None:
+    from studies.catalogue.schema import NOT_MEASURED
+    from studies.engine.options import RunOptions, check_options
+    from studies.engine.records import reliability_line
+
+    study = get_study("lra_sharing")
+    measured = reliability_line(check_options(study, RunOptions()))
+    assert measured.startswith("How sure: replayed 100 times") and "31% [23%, 41%]" in measured
+    assert "did not measure" not in measured
+    assert "a budget those replays did not measure" in reliability_line(check_options(study, RunOptions(trials=30)))
+    more_seeds = reliability_line(check_options(study, RunOptions(repeat_seeds=8)))
+    assert "repeats 8 fresh seeds where the replays repeated 6" in more_seeds
+    assert "not measured for this run" in reliability_line(check_options(study, RunOptions(fix={"num_heads": 4})))
+    assert reliability_line(check_options(study, RunOptions(preset="smoke"))) == NOT_MEASURED
+    assert reliability_line(check_options(get_study("cross_head"), RunOptions())) == NOT_MEASURED
+
+
 def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
     from studies.engine.trainable import trial_device
 

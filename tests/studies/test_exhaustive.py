@@ -118,7 +118,8 @@ def test_a_stopped_table_resumes_where_it_left_off_and_a_died_trial_is_retried_o
 
 def test_lra_sharing_table_trains_the_quick_preset_s_whole_space() -> None:
     quick, table = LRA_SHARING.preset("quick"), LRA_SHARING.preset("table")
-    assert replace(table, name="quick", description=quick.description, trials=quick.trials, deciding=None) == replace(
+    same = {"description": quick.description, "trials": quick.trials, "deciding": None, "reliability": quick.reliability}
+    assert replace(table, name="quick", **same) == replace(
         quick, repeat_seeds=0, exhaustive_seeds=3
     )  # the same task, training, fixed knobs and domains
     assert table.trials == len(LRA_SHARING.table_grid(LRA_SHARING.space_for(table), table))
