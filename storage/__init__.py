@@ -1,23 +1,24 @@
 """Optuna storage from a URL: SQLite by default, PostgreSQL on a cluster."""
 
-from storage.factory import (
-    DEFAULT_STORAGE_URL,
-    STORAGE_URL_VARIABLE,
-    StorageURLError,
-    StoreBusyError,
-    StudyLock,
+from storage.database_lock import StoreBusyError
+from storage.factory import StudyLock, open_storage
+from storage.sqlite_files import (
     check_sqlite_store,
     full_disk,
-    masked_url,
     on_read_only_medium,
-    open_storage,
-    parse_storage_url,
-    resolve_storage_url,
-    single_writer,
     sqlite_path,
     sqlite_read_only_flags,
     store_files,
 )
+from storage.urls import (
+    DEFAULT_STORAGE_URL,
+    STORAGE_URL_VARIABLE,
+    StorageURLError,
+    masked_url,
+    parse_storage_url,
+    resolve_storage_url,
+)
+from storage.writer_lock import single_writer
 
 __all__ = [
     "DEFAULT_STORAGE_URL",

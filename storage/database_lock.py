@@ -26,6 +26,16 @@ _idle: dict[tuple[int, int], list[int]] = {}  # (device, inode) -> descriptors h
 _held: set[tuple[int, int]] = set()  # the database files this process holds the lock of
 
 
+class StoreBusyError(RuntimeError):
+    """Another driver is writing to this SQLite store."""
+
+
+BUSY = (  # what a driver refused for another's store is told, after who holds it
+    "is running a study on the SQLite store {}; SQLite is safe with one writing driver: wait for it, use another "
+    "--storage file, or use PostgreSQL for several drivers"
+)
+
+
 class DatabaseHeldError(RuntimeError):
     """Another driver holds the database file's lock, through this path or another."""
 

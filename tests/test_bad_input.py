@@ -232,7 +232,7 @@ CASES = [
         ["lra_sharing", "--storage", "sqlite:///blocker/store.db"],
         _a_file("blocker"),
         2,
-        r"cannot create the SQLite store .*blocker/store.db: .*blocker is not a folder",
+        r"cannot create the SQLite store .*blocker/store.db: .*blocker is a file, so no folder can be made there",
     ),
     ("report-is-a-folder", "run", ["lra_sharing", "--report", "out"], _a_folder("out"), 2, r"--report out is a folder"),
     (

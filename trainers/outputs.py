@@ -2,7 +2,7 @@
 
 Every default location is under ``runs/`` in the working directory; each has its own
 option or environment variable (docs/guarantees.md and ``--help`` name them). The default
-store, ``runs/optuna.db``, is ``storage``'s own (``storage.factory.STORE_FILE``: storage imports
+store, ``runs/optuna.db``, is ``storage``'s own (``storage.urls.STORE_FILE``: storage imports
 none of our packages). A leaf module: every package but ``storage`` may import it.
 """
 
