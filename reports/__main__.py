@@ -194,10 +194,10 @@ def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
 
 def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
     """``--csv`` and ``--markdown``: the report's tables as data (``reports.tables``); what was written is ``said``."""
-    from reports.tables import fronts_frame, markdown, verdict_frame
+    from reports.tables import fronts_data, markdown, verdict_data
 
-    if args.csv:
-        for table, frame in (("fronts", fronts_frame(results)), ("verdict", verdict_frame(results))):
+    if args.csv:  # for analysis: numbers as numbers, one quantity a column (the display strings are Markdown's)
+        for table, frame in (("fronts", fronts_data(results)), ("verdict", verdict_data(results))):
             print(f"{table} table: {write_atomically(args.csv / f'{name}-{table}.csv', frame.to_csv(index=False))}", file=said)
     if args.markdown == "-":
         print(markdown(name, results))

@@ -1,7 +1,9 @@
-"""The report's tables as data: each family's front and the verdict's comparisons.
+"""The report's tables: each family's front and the verdict's comparisons.
 
-One frame per table; the HTML report, ``--csv`` and ``--markdown`` all render these frames,
-so the three show the same rows and the same figures.
+Each table has one set of rows and two forms: for reading (``fronts_frame``, ``verdict_frame``:
+figures as the report shows them, which the HTML report and ``--markdown`` render) and for
+analysis (``fronts_data``, ``verdict_data``: one quantity a column, numbers as numbers, which
+``--csv`` writes).
 """
 
 from __future__ import annotations
@@ -48,15 +50,13 @@ def fronts_frame(results: StudyResults) -> pd.DataFrame:
         One row per configuration, the baseline's first, then by family and FLOPs; a knob no row
         sets is no column. Empty when no trial completed.
     """
-    configs = results.configurations
-    if configs.empty:
+    keep = _front_rows(results)
+    if keep.empty:
         return pd.DataFrame()
-    measured = quality(configs)
+    measured = quality(results.configurations)
     knobs = compared_knobs(results.frame)
-    on_front = front_numbers(results.frame)
-    keep = configs[configs["numbers"].map(lambda numbers: bool(on_front & set(numbers))) | (configs["seeds"] > 0)]
     rows = []
-    for _, row in keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True]).iterrows():
+    for _, row in keep.iterrows():
         search = measured.scaled(row["search_value"])
         rows.append(
             {
@@ -73,6 +73,51 @@ def fronts_frame(results: StudyResults) -> pd.DataFrame:
         )
     table = pd.DataFrame(rows)
     return table.loc[:, (table != "").any()]
+
+
+def _front_rows(results: StudyResults) -> pd.DataFrame:
+    """The configurations the fronts table shows: on their family's front, or with fresh seeds; the
+    baseline's first, then by family and FLOPs."""
+    configs = results.configurations
+    if configs.empty:
+        return configs
+    on_front = front_numbers(results.frame)
+    keep = configs[configs["numbers"].map(lambda numbers: bool(on_front & set(numbers))) | (configs["seeds"] > 0)]
+    return keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True])
+
+
+def fronts_data(results: StudyResults) -> pd.DataFrame:
+    """``fronts_frame``'s rows for analysis: one quantity a column, numbers as numbers (``--csv``).
+
+    Returns:
+        Columns ``family``, ``point``; ``mean``, ``ci_low``, ``ci_high`` (the headline figure, in the
+        metric's own unit: accuracy as a fraction), ``fresh_seeds``, ``judged_on``; ``search_value``
+        (the search run's validation value) and ``search_trial``; the knobs; ``flops_per_example``,
+        ``parameters``, ``examples_per_s``; ``trials`` (the configuration's trial numbers, spaced).
+    """
+    keep = _front_rows(results)
+    if keep.empty:
+        return pd.DataFrame()
+    knobs = compared_knobs(results.frame)
+    return pd.DataFrame(
+        {
+            "family": row["family"],
+            "point": row.get("point") if isinstance(row.get("point"), str) else None,
+            "mean": row["mean"],
+            "ci_low": row["ci_low"],
+            "ci_high": row["ci_high"],
+            "fresh_seeds": int(row["seeds"]),
+            "judged_on": row["judged_on"] if row["seeds"] else None,
+            "search_value": row["search_value"],
+            "search_trial": int(row["number"]),
+            **{name: row.get(name) for name in knobs},
+            FLOPS: row[FLOPS],
+            "parameters": row["parameters"],
+            "examples_per_s": row["examples_per_s"],
+            "trials": " ".join(str(number) for number in sorted(row["numbers"])),
+        }
+        for _, row in keep.iterrows()
+    )
 
 
 def _count(value: object) -> str:
@@ -120,6 +165,46 @@ def verdict_frame(results: StudyResults) -> pd.DataFrame:
                 "same within the margin: TOST Holm-adjusted p": (
                     "" if math.isnan(comparison.equivalence_p) else f"{comparison.equivalence_p:.3g}"
                 ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def verdict_data(results: StudyResults) -> pd.DataFrame:
+    """``verdict_frame``'s rows for analysis: one quantity a column, numbers as numbers (``--csv``).
+
+    Returns:
+        Columns ``compared``, ``against``, ``against_trial``, ``flops_ratio``; ``candidate_mean``,
+        ``candidate_low``, ``candidate_high`` and the same of ``baseline_`` (headline figures, in the
+        metric's unit); ``difference``, ``difference_low``, ``difference_high`` (in the unit differences
+        are shown in: accuracy points); ``test``, ``p_holm``, ``significant``; ``answer`` (better, worse,
+        same, undetermined), ``margin`` (in the differences' unit), ``equivalence_p_holm``, ``seeds_needed``.
+    """
+    rows = []
+    for comparison in results.verdict.comparisons:
+        measured, candidate, baseline = comparison.quality, comparison.candidate, comparison.baseline
+        low, high = comparison.interval
+        rows.append(
+            {
+                "compared": comparison.family,
+                "against": baseline["family"],
+                "against_trial": int(baseline["number"]),
+                "flops_ratio": candidate[FLOPS] / baseline[FLOPS],
+                **{
+                    f"{side}_{name}": row[column]
+                    for side, row in (("candidate", candidate), ("baseline", baseline))
+                    for name, column in (("mean", "mean"), ("low", "ci_low"), ("high", "ci_high"))
+                },
+                "difference": comparison.difference,
+                "difference_low": low,
+                "difference_high": high,
+                "test": comparison.test.name if comparison.test else None,
+                "p_holm": comparison.adjusted_p,
+                "significant": comparison.significant,
+                "answer": comparison.answer,
+                "margin": measured.scaled(measured.margin) if measured.margin is not None else math.nan,
+                "equivalence_p_holm": comparison.equivalence_p,
+                "seeds_needed": comparison.seeds_needed,
             }
         )
     return pd.DataFrame(rows)

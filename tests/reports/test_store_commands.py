@@ -17,7 +17,7 @@ import pytest
 from reports.__main__ import main
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
-from reports.tables import HEADLINE_COLUMN
+from reports.tables import HEADLINE_COLUMN, fronts_frame
 from storage import open_storage
 from studies.engine.options import RunOptions
 from tests.conftest import SMOKE_STUDY
@@ -107,14 +107,23 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--csv", str(tmp_path / "csv")]) == 0
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--markdown", str(markdown)]) == 0
     results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=url))
-    fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv", dtype=str, keep_default_na=False)
-    verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv", dtype=str, keep_default_na=False)
+    fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv")
+    verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv")
     assert len(verdict) == len(results.verdict.comparisons) > 0
     assert verdict["compared"].tolist() == [c.family for c in results.verdict.comparisons]
+    # for analysis: each quantity its own column, read back as numbers, equal to the results' own
+    for column in ("mean", "ci_low", "ci_high", "search_value", "flops_per_example", "parameters", "fresh_seeds"):
+        assert pd.api.types.is_numeric_dtype(fronts[column]), column
+    for column in ("flops_ratio", "candidate_mean", "baseline_mean", "difference", "difference_low", "p_holm", "margin"):
+        assert pd.api.types.is_numeric_dtype(verdict[column]), column
+    first = results.verdict.comparisons[0]
+    assert verdict["difference"].iloc[0] == pytest.approx(first.difference)
+    assert verdict["answer"].iloc[0] == first.answer and bool(verdict["significant"].iloc[0]) == first.significant
+    assert ((fronts["ci_low"].dropna() >= 0) & (fronts["ci_high"].dropna() <= 1)).all()  # accuracies: a fraction
     page = (tmp_path / "r.html").read_text()
-    for headline in fronts[HEADLINE_COLUMN]:  # one figure per configuration, the page's too
+    for headline in fronts_frame(results)[HEADLINE_COLUMN]:  # one figure per configuration, the page's too
         assert headline in page
-    assert all((fronts[column] != "").any() for column in fronts.columns)  # no column empty in every row
+    assert len(fronts) == len(fronts_frame(results))  # the same rows as the report's table
     text = markdown.read_text()
     assert results.verdict.sentence in text and "## Verdict" in text and "## Each family's front" in text
     assert "| " + verdict["compared"].iloc[0] in text
