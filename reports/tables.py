@@ -8,6 +8,7 @@ analysis (``fronts_data``, ``verdict_data``: one quantity a column, numbers as n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -18,6 +19,7 @@ from reports.results.frame import compared_knobs, search_runs
 from reports.results.fronts import family_fronts
 from reports.results.names import FLOPS
 from reports.results.quality import quality
+from reports.results.verdict import Comparison, duplicates
 
 
 def front_numbers(frame: pd.DataFrame) -> set[int]:
@@ -145,7 +147,7 @@ def verdict_frame(results: StudyResults) -> pd.DataFrame:
         when the verdict compares nothing (its sentence says why).
     """
     rows = []
-    for comparison in results.verdict.comparisons:
+    for comparison in _said_once(results.verdict.comparisons):
         measured = comparison.quality
         low, high = comparison.interval
         test = comparison.test
@@ -181,7 +183,7 @@ def verdict_data(results: StudyResults) -> pd.DataFrame:
         same, undetermined), ``margin`` (in the differences' unit), ``equivalence_p_holm``, ``seeds_needed``.
     """
     rows = []
-    for comparison in results.verdict.comparisons:
+    for comparison in _said_once(results.verdict.comparisons):
         measured, candidate, baseline = comparison.quality, comparison.candidate, comparison.baseline
         low, high = comparison.interval
         rows.append(
@@ -208,6 +210,20 @@ def verdict_data(results: StudyResults) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _said_once(comparisons: tuple[Comparison, ...]) -> list[Comparison]:
+    """The comparisons a table shows: a named point that is its family's selected configuration joins that
+    family's row (its label added) instead of repeating it."""
+    kept: list[Comparison] = []
+    for comparison in comparisons:
+        if (same := next((k for k in kept if duplicates(comparison, k)), None)) is not None:
+            kept[kept.index(same)] = dataclasses.replace(
+                same, pairing=dataclasses.replace(same.pairing, label=f"{same.pairing.label} = {comparison.pairing.label}")
+            )
+            continue
+        kept.append(comparison)
+    return kept
 
 
 def markdown(study_name: str, results: StudyResults) -> str:

@@ -25,6 +25,7 @@ from reports.results.names import (
     QUALITY_ATTRIBUTE,
     SCORE,
     STARTED_STATES,
+    TASK_ATTRIBUTE,
 )
 from reports.results.quality import quality_of
 
@@ -109,6 +110,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
     frame.attrs[KNOBS_ATTRIBUTE] = knobs
     frame.attrs[QUALITY_ATTRIBUTE] = measured
+    task = study.user_attrs.get("task")
+    frame.attrs[TASK_ATTRIBUTE] = task.get("task") if isinstance(task, dict) else None
     recorded = study.user_attrs.get("budget", {}).get("families")  # the study's families, the baseline's first
     present = frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist() if rows else []
     frame.attrs[FAMILIES_ATTRIBUTE] = list(recorded) if isinstance(recorded, dict) else present

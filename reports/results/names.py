@@ -52,3 +52,4 @@ QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values
 FAMILIES_ATTRIBUTE = "families"  # ``frame.attrs`` key: the study's family labels, the baseline's first
 FAMILY_KNOBS_ATTRIBUTE = "family_knobs"  # ``frame.attrs`` key: the knobs the families set (attention, metric_mode)
 RELIABILITY_ATTRIBUTE = "reliability"  # study user attribute: how often the preset's answer reaches its truth's, in a sentence
+TASK_ATTRIBUTE = "task"  # ``frame.attrs`` key: the task's name (the study's ``task`` attribute), where recorded

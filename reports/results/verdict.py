@@ -23,7 +23,7 @@ import pandas as pd
 from reports.results.configurations import configuration_keys, configurations
 from reports.results.frame import knob_columns
 from reports.results.matching import COST_BAND, Pairing, front_relation, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS
+from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS, TASK_ATTRIBUTE
 from reports.results.quality import Quality, quality
 from reports.results.statistics import LEVEL, Test, equivalence_p, holm, paired_test, seeds_to_decide, welch_test
 
@@ -144,14 +144,44 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
             values = (np.array(candidate["search_values"]), np.array(baseline["search_values"]))
         means = (float(values[0].mean()), float(values[1].mean()))
         comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *means, adjusted_same, needed)
+        same_as = next((c for c in comparisons if duplicates(comparison, c)), None)
         comparisons.append(comparison)
+        if same_as is not None:  # a named point that is a family's selected configuration: said once
+            sentences.append(f"{_name(pairing)} is {same_as.family}'s selected configuration: the comparison above.")
+            continue
         sentences.append(_sentence(comparison, baseline_family))
+    if comparisons and (data := _data_sentence(frame, comparisons)):
+        sentences.append(data)
     relations = [front_relation(frame, family, baseline_family) for family in families if family != baseline_family]
     if relations := [relation for relation in relations if relation]:
         sentences.append(f"The searches' fronts (complete search runs, validation): {'; '.join(relations)}.")
     if not sentences:
         sentences.append(f"The study has no family to compare with {baseline_family}.")
     return Headline(" ".join(sentences), tuple(comparisons))
+
+
+def duplicates(one: Comparison, other: Comparison) -> bool:
+    """Whether two comparisons compare the same two configurations (a named point that is also its
+    family's selected configuration): the verdict and its tables say it once."""
+    return one.candidate["config"] == other.candidate["config"] and one.baseline["config"] == other.baseline["config"]
+
+
+def _data_sentence(frame: pd.DataFrame, comparisons: list[Comparison]) -> str:
+    """What the figures were judged on: the task's held-out split and its size a seed (for a percentage,
+    what one prediction is worth), so a reader can weigh a difference against it."""
+    if "test_count" not in frame.columns or "repeat_index" not in frame.columns:  # a frame made elsewhere: unknown
+        return ""
+    numbers = {n for c in comparisons for row in (c.candidate, c.baseline) for n in row["numbers"]}
+    judged = frame["number"].isin(numbers) & frame["repeat_index"].notna()
+    counts = pd.to_numeric(frame.loc[judged, "test_count"], errors="coerce")
+    if counts.dropna().empty:
+        return ""
+    count = int(counts.median())
+    measured = comparisons[0].quality
+    task = frame.attrs.get(TASK_ATTRIBUTE)
+    split = f"{task}'s held-out test split" if task else "the held-out test split"
+    worth = f" (one is {measured.scaled(1 / count):.2g} accuracy points)" if measured.percent else ""
+    return f"Judged on {split}: {count:,} test predictions a seed{worth}."
 
 
 def _configuration_of_trials(frame: pd.DataFrame, configs: pd.DataFrame) -> dict[int, pd.Series]:

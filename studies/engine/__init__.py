@@ -9,7 +9,7 @@ study_view   a study as a sampler sees it: its trials shown through a function
 repeats      each family's selected configurations queued again on fresh seeds
 cluster      Ray: join a cluster or start a local one; what one trial asks of it
 signals      SIGTERM and SIGHUP stop a run as Ctrl-C does
-scheduler    early stopping (ASHA), never for a seed repeat
+scheduler    Ray Tune's hook that stops a trial where the ledger's rule says (``Ledger.stops``), never a seed repeat
 tune_bridge  the Ray Tune run: searcher, callbacks and the Tuner
 trainable    what a worker runs for one trial
 failures     a trial's exception, classified by type: retry, infeasible or fail

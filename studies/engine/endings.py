@@ -70,6 +70,7 @@ class FinishedTrial:
         seconds: Its wall time, as the trial measured it.
         repeat_of: The trial whose configuration it repeats on a fresh seed (None: a search trial).
         point: The named point it trains (its own values are not among ``knobs``), or None.
+        test_value: The objective on the held-out test split, which a seed repeat is judged by (None: not scored).
     """
 
     number: int
@@ -81,3 +82,4 @@ class FinishedTrial:
     seconds: float | None
     repeat_of: int | None
     point: str | None = None
+    test_value: float | None = None

@@ -504,6 +504,7 @@ class Ledger:
                 float(last["wall_seconds"]) if "wall_seconds" in last else None,
                 attributes.get("repeat_of"),
                 attributes.get(POINT_ATTRIBUTE),
+                _test_value(last, self.objective.metric),
             )
         )
         if self.grid or "repeat_of" in attributes:  # decides nothing: told at once
@@ -577,6 +578,12 @@ class Ledger:
 
     def finished_count(self) -> int:
         return sum(self.finished.values())
+
+
+def _test_value(report: Mapping[str, Any], metric: str) -> float | None:
+    """A last report's value of the objective on the test split (``val_accuracy`` -> ``test_accuracy``), or None."""
+    value = report.get(metric.replace("val_", "test_", 1))
+    return None if value is None else float(value)
 
 
 def _seed_offset(trial: optuna.Trial) -> int:

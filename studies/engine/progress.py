@@ -41,18 +41,22 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
 
 
 def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
-    """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · acc 0.581 · complete · 01:42``: a trial that ended."""
+    """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · val acc 0.581 · complete · 01:42``: a trial that
+    ended (a seed repeat: ``test acc``, the split it is judged on)."""
     measured = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize")
     said = ledger.definition.pinned_knobs()  # the family's label names them
     knobs = " ".join(f"{name}={value}" for name, value in trial.knobs.items() if name not in said)
-    value = "-" if trial.value is None else f"{trial.value:.3f}"
+    # a seed repeat is judged on the test split: its line shows that, labelled; a search trial's, validation
+    judged = trial.repeat_of is not None and trial.test_value is not None
+    split, value_of = ("test", trial.test_value) if judged else ("val", trial.value)
+    value = "-" if value_of is None else f"{value_of:.3f}"
     state = trial.ending.outcome.lower()
     if trial.ending.state.name == "PRUNED" and trial.step is not None:
         state = f"stopped early at step {trial.step}"
     repeat = f" (seed repeat of trial {trial.repeat_of})" if trial.repeat_of is not None else ""
     took = "" if trial.seconds is None else f" · {_clock(trial.seconds)}"
     family = f"{trial.family} ({trial.point})" if trial.point else trial.family
-    return f"trial {trial.number}{repeat} · {family} · {knobs} · {measured.short} {value} · {state}{took}"
+    return f"trial {trial.number}{repeat} · {family} · {knobs} · {split} {measured.short} {value} · {state}{took}"
 
 
 class ProgressLine(Callback):

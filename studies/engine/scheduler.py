@@ -1,5 +1,6 @@
-"""Early stopping on Ray Tune: each reported value is judged by the ledger (``Ledger.stops``: ASHA's rule
-within the trial's family, on a view of the store that does not depend on finishing order)."""
+"""Early stopping on Ray Tune: each reported value is judged by the ledger (``Ledger.stops``: the preset's
+rule, ASHA's median or dominance, within the trial's family, on a view of the store that does not depend
+on finishing order)."""
 
 from __future__ import annotations
 

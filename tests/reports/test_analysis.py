@@ -11,10 +11,10 @@ from scipy import stats
 from reports.results.configurations import configurations
 from reports.results.fronts import best, pareto_mask
 from reports.results.matching import COST_BAND, front_relation, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE
+from reports.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE, TASK_ATTRIBUTE
 from reports.results.quality import QUALITIES
 from reports.results.statistics import holm, mean_interval, paired_power, seeds_for_power, welch_test
-from reports.results.verdict import headline
+from reports.results.verdict import duplicates, headline
 
 KNOBS = ["attention", "metric_rank"]
 
@@ -132,6 +132,22 @@ def test_each_comparison_has_one_of_three_answers_better_worse_same_or_undetermi
         assert f"about {comparison.seeds_needed} seeds in all would decide it" in result.sentence
     else:
         assert comparison.significant and ": significant)" in result.sentence
+
+
+def test_a_named_point_that_is_its_family_s_pick_is_said_once_and_the_data_is_named() -> None:
+    """The paper family's best was the authors' configuration: two sentences and two table rows said the same."""
+    rows = frame(
+        [("MHA", 0, 0.30, 100), ("MHA", 0, 0.30, 100), ("MHA", 0, 0.31, 100), ("MHA", 0, 0.29, 100)]
+        + [("D", 4, 0.40, 100, "COMPLETE", "P"), *(("D", 4, a, 100, "COMPLETE", "P") for a in (0.40, 0.41, 0.39))]
+    )
+    rows["test_count"] = [64] * len(rows)
+    rows.attrs[TASK_ATTRIBUTE] = "listops"
+    result = answer(rows)
+    family, point = result.comparisons  # both comparisons stay: scoring and the store read each
+    assert point.pairing.point and duplicates(family, point)
+    assert result.sentence.count("trails by") + result.sentence.count("gains") == 1
+    assert "The P is D's selected configuration: the comparison above." in result.sentence
+    assert "Judged on listops's held-out test split: 64 test predictions a seed (one is 1.6 accuracy points)." in result.sentence
 
 
 def test_holm_adjusts_across_the_families_compared() -> None:

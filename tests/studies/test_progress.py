@@ -3,10 +3,12 @@ progress line whose ETA covers the seed repeats expected after the search."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from studies.catalogue import LRA_SHARING
 from studies.engine.progress import finished_line, progress_line
+from studies.engine.queue import PlannedTrial, enqueue
 from studies.engine.repeats import most_repeats
 from tests.studies.test_ledger import make_ledger, report
 
@@ -20,9 +22,22 @@ def test_each_finished_trial_gets_a_line_naming_its_family_knobs_value_state_and
     complete, stopped, failed = (finished_line(trial, ledger) for trial in ledger.endings)
     trial = ledger.study.trials[numbers[0]]
     knobs = " ".join(f"{k}={v}" for k, v in trial.params.items() if k not in ("attention", "metric_mode"))
-    assert complete == f"trial {numbers[0]} · {trial.user_attrs['family']} · {knobs} · acc 0.600 · complete · 00:01"
-    assert "stopped early at step 20" in stopped and "acc 0.200" in stopped
+    assert complete == f"trial {numbers[0]} · {trial.user_attrs['family']} · {knobs} · val acc 0.600 · complete · 00:01"
+    assert "stopped early at step 20" in stopped and "val acc 0.200" in stopped
     assert failed.endswith("· fail · 00:01")
+
+
+def test_a_seed_repeat_s_line_shows_the_test_value_it_is_judged_on(tmp_path: Path) -> None:
+    planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
+    ledger = make_ledger(tmp_path, [planned], 0)
+    first = ledger.ask("ray-0")["number"]
+    ledger.finish(first, report(60, final=True), None)
+    enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[first]), repeat_of=first, repeat_index=1))
+    ledger.total += 1  # as plan_repeats' run asks it
+    repeat = ledger.ask("ray-1")["number"]
+    ledger.finish(repeat, report(60, final=True) | {"test_accuracy": 0.375}, None)
+    line = finished_line(ledger.endings[-1], ledger)
+    assert f"(seed repeat of trial {first})" in line and "· test acc 0.375 ·" in line and "0.600" not in line
 
 
 def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import numpy as np
 from trainers.data.listops import END, OPERATORS
 
 PAD_ID = 0
-CLS_ID = 1
 LISTOPS_VOCABULARY: tuple[str, ...] = ("<pad>", "<cls>", *OPERATORS, END, *(str(d) for d in range(10)))
 _LISTOPS_IDS = {token: index for index, token in enumerate(LISTOPS_VOCABULARY)}
 
