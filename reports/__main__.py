@@ -26,7 +26,7 @@ from typing import TextIO
 
 import optuna
 
-from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path, safe_file_name, store_tag
+from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, resolve_study_name
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
         if command == "compare" and len(found) < 2:
             raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
-        output = output or report_path(found[0].study.study_name, found[0].url)
+        output = output or report_path(found[0].study.study_name)
         kept = [path for url in urls for path in store_files(url)]  # no output may overwrite a store
         check_writable_file(output, "-o", keep=kept)
         for directory, option in ((args.png, "--png"), (args.csv, "--csv")):
@@ -159,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 check_writable_dir(directory, option)
         if args.png:
             check_renderer()
-        stem = f"{safe_file_name(found[0].study.study_name)}{store_tag(found[0].url)}"  # two stores' files never one
-        for path, option in _table_paths(stem, args):
+        for path, option in _table_paths(found[0].study.study_name, args):
             check_writable_file(path, option, keep=kept)
     except (StorageURLError, LookupError, OutputPathError, RendererError) as error:
         parser.error(str(error))
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         path = write_atomically(output, page)
         said = sys.stderr if args.markdown == "-" else sys.stdout  # stdout holds the Markdown alone
         if command == "report":
-            _write_tables(found[0].study.study_name, stem, results, args, said)
+            _write_tables(found[0].study.study_name, results, args, said)
         if args.png:
             print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
@@ -188,19 +187,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
-    """The files ``--csv`` and ``--markdown`` write (stdout is none), with the option that names each;
-    ``name``: the study's file stem, its store's tag included (``reports.files.store_tag``)."""
+    """The files ``--csv`` and ``--markdown`` write (stdout is none), with the option that names each."""
     paths = [(args.csv / f"{name}-{table}.csv", "--csv") for table in ("fronts", "verdict")] if args.csv else []
     return paths + ([(Path(args.markdown), "--markdown")] if args.markdown not in (None, "-") else [])
 
 
-def _write_tables(name: str, stem: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
+def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
     """``--csv`` and ``--markdown``: the report's tables as data (``reports.tables``); what was written is ``said``."""
     from reports.tables import fronts_data, markdown, verdict_data
 
     if args.csv:  # for analysis: numbers as numbers, one quantity a column (the display strings are Markdown's)
         for table, frame in (("fronts", fronts_data(results)), ("verdict", verdict_data(results))):
-            print(f"{table} table: {write_atomically(args.csv / f'{stem}-{table}.csv', frame.to_csv(index=False))}", file=said)
+            print(f"{table} table: {write_atomically(args.csv / f'{name}-{table}.csv', frame.to_csv(index=False))}", file=said)
     if args.markdown == "-":
         print(markdown(name, results))
     elif args.markdown:

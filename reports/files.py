@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from storage import DEFAULT_STORAGE_URL, masked_url, on_read_only_medium, parse_storage_url, resolve_storage_url, sqlite_path
+from storage import on_read_only_medium
 from trainers.outputs import REPORTS_DIR
 
 
@@ -24,23 +23,9 @@ def safe_file_name(name: str) -> str:
     return cleaned or "study"
 
 
-def store_tag(url: str | None) -> str:
-    """What tells a store's files from another's with a study of the same name: empty for the default
-    store, else ``@<its file's name>-<8 hex digits>`` of its database file (SQLite, links resolved) or
-    of its URL with the password masked (a server's), so that no default path is two stores'."""
-    url = url or resolve_storage_url(None)
-    database = sqlite_path(url)
-    if database is not None and database == sqlite_path(DEFAULT_STORAGE_URL):
-        return ""
-    named = str(database) if database is not None else masked_url(url)
-    stem = safe_file_name(database.stem if database is not None else parse_storage_url(url).database or "store")
-    return f"@{stem}-{hashlib.sha256(named.encode()).hexdigest()[:8]}"
-
-
-def report_path(study_name: str, url: str | None = None, directory: Path = REPORTS_DIR) -> Path:
-    """The default report file of a study: ``<directory>/<safe name><store tag>.html`` (``store_tag``:
-    nothing for the default store), so that two stores' studies of one name never share a file."""
-    return directory / f"{safe_file_name(study_name)}{store_tag(url)}.html"
+def report_path(study_name: str, directory: Path = REPORTS_DIR) -> Path:
+    """The default report file of a study: ``<directory>/<safe name>.html``."""
+    return directory / f"{safe_file_name(study_name)}.html"
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -226,24 +226,3 @@ study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=3)
         assert errors.count(f"{mounted} is on a read-only file system; choose another path") == 2, errors
     finally:
         subprocess.run(["umount", "--lazy", str(mounted)], check=True)  # lazy: this process may still hold the file
-
-
-def test_two_stores_studies_of_one_name_never_share_a_default_report_or_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
-) -> None:
-    """A study of the same name in another store wrote over this folder's report (exit 0): its files carry its store."""
-    from reports.files import report_path, store_tag
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "runs").mkdir()
-    stores = ["sqlite:///runs/optuna.db", f"sqlite:///{tmp_path / 'elsewhere' / 'optuna.db'}"]
-    (tmp_path / "elsewhere").mkdir()
-    for url in stores:
-        optuna.create_study(study_name="plain", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
-        assert main(["plain", "--storage", url, "--csv", str(tmp_path / "tables")]) == 0
-    assert store_tag(stores[0]) == "" and report_path("plain", stores[0]) == Path("runs/reports/plain.html")
-    pages = sorted(p.name for p in (tmp_path / "runs" / "reports").iterdir())
-    assert pages == sorted(["plain.html", f"plain{store_tag(stores[1])}.html"]) and store_tag(stores[1]).startswith("@optuna-")
-    assert len(list((tmp_path / "tables").iterdir())) == 4  # each store's fronts and verdict tables
-    spelled_otherwise = f"sqlite:///{tmp_path / 'elsewhere' / '.' / 'optuna.db'}"
-    assert store_tag(spelled_otherwise) == store_tag(stores[1])  # the file, not the spelling

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
-from reports.files import store_tag
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from reports.tables import HEADLINE_COLUMN, fronts_frame
@@ -108,9 +107,8 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--csv", str(tmp_path / "csv")]) == 0
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--markdown", str(markdown)]) == 0
     results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=url))
-    stem = f"{SMOKE_STUDY}{store_tag(url)}"  # named by its store too: another store's files are never these
-    fronts = pd.read_csv(tmp_path / "csv" / f"{stem}-fronts.csv")
-    verdict = pd.read_csv(tmp_path / "csv" / f"{stem}-verdict.csv")
+    fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv")
+    verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv")
     assert len(verdict) == len(results.verdict.comparisons) > 0
     assert verdict["compared"].tolist() == [c.family for c in results.verdict.comparisons]
     # for analysis: each quantity its own column, read back as numbers, equal to the results' own
