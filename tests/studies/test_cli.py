@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -172,19 +173,28 @@ def test_a_second_driver_naming_the_file_as_a_sqlite_uri_is_refused(
     assert (tmp_path / "runs" / "store.db").stat().st_size == 0
 
 
+@contextlib.contextmanager
+def bind_mount(source: Path, target: Path, *, read_only: bool = False) -> Iterator[Path]:
+    """``source`` shown at ``target`` (a folder or a file) for the block, read-only if asked; skips the test
+    where this user may mount nothing (a bind mount needs root)."""
+    if subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True).returncode != 0:
+        pytest.skip("this machine lets this user mount nothing (a bind mount needs root)")
+    try:
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
+        yield target
+    finally:  # lazily: this process keeps its descriptors of a store there (``storage.database_lock``)
+        subprocess.run(["umount", "--lazy", str(target)], check=True)
+
+
 def test_a_second_driver_through_another_mount_of_the_folder_is_refused(capsys, tmp_path: Path) -> None:
     """A bind mount shows the store's folder under another path; the lock beside the file is the same file."""
     real, mounted = tmp_path / "real", tmp_path / "mounted"
     real.mkdir()
     mounted.mkdir()
-    if subprocess.run(["mount", "--bind", str(real), str(mounted)], capture_output=True).returncode != 0:
-        pytest.skip("this machine lets this user mount nothing (a bind mount needs root)")
-    try:
-        with single_writer(f"sqlite:///{real / 'store.db'}"):
-            assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'store.db'}"]) == 3
-        assert "another driver" in capsys.readouterr().err
-    finally:  # lazily: this process keeps its descriptors of the store (``storage.database_lock``)
-        subprocess.run(["umount", "--lazy", str(mounted)], check=True)
+    with bind_mount(real, mounted), single_writer(f"sqlite:///{real / 'store.db'}"):
+        assert main(["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'store.db'}"]) == 3
+    assert "another driver" in capsys.readouterr().err
 
 
 def test_a_second_driver_through_a_bind_mount_of_the_file_alone_is_refused(capsys, tmp_path: Path) -> None:
@@ -194,8 +204,8 @@ def test_a_second_driver_through_a_bind_mount_of_the_file_alone_is_refused(capsy
     elsewhere.mkdir()
     optuna.create_study(study_name="first", storage=f"sqlite:///{real / 'store.db'}")
     (elsewhere / "store.db").touch()
-    if subprocess.run(["mount", "--bind", str(real / "store.db"), str(elsewhere / "store.db")], capture_output=True).returncode:
-        pytest.skip("this machine lets this user mount nothing (a bind mount needs root)")
+    mounted = contextlib.ExitStack()
+    mounted.enter_context(bind_mount(real / "store.db", elsewhere / "store.db"))
     holder = subprocess.Popen(  # the first driver, a process of its own, holding the store as a run does
         [
             sys.executable,
@@ -216,7 +226,7 @@ def test_a_second_driver_through_a_bind_mount_of_the_file_alone_is_refused(capsy
         assert [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{real / 'store.db'}")] == ["first"]
     finally:
         holder.communicate("")
-        subprocess.run(["umount", "--lazy", str(elsewhere / "store.db")], check=True)
+        mounted.close()
     assert holder.returncode == 0
 
 
@@ -225,16 +235,11 @@ def test_a_new_store_on_a_read_only_file_system_is_refused_in_those_words(capsys
     source, mounted = tmp_path / "source", tmp_path / "mounted"
     source.mkdir()
     mounted.mkdir()
-    if subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True).returncode != 0:
-        pytest.skip("this machine lets this user mount nothing (a read-only bind mount needs root)")
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+    with bind_mount(source, mounted, read_only=True):
         code, error = exit_code_and_error(
             ["lra_sharing", "--preset", "smoke", "--storage", f"sqlite:///{mounted / 'new' / 'store.db'}"], capsys
         )
-        assert code == 2 and f"{mounted} is on a read-only file system" in error and "cannot write" not in error
-    finally:
-        subprocess.run(["umount", "--lazy", str(mounted)], check=True)
+    assert code == 2 and f"{mounted} is on a read-only file system" in error and "cannot write" not in error
 
 
 def test_a_store_with_another_hard_link_is_refused_for_writing(capsys, tmp_path: Path) -> None:
