@@ -4,8 +4,10 @@ progress line with the run's overall ETA (this phase's trials and the seed repea
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -15,29 +17,66 @@ from studies.engine.endings import FinishedTrial
 from studies.engine.ledger import Ledger
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """``MM:SS`` (minutes past an hour go on counting: ``75:03``)."""
     minutes, seconds = divmod(int(seconds), 60)
     return f"{minutes:02d}:{seconds:02d}"
 
 
-def progress_line(ledger: Ledger, elapsed: float, concurrency: int) -> str:
-    """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte)."""
+def run_seconds() -> float:
+    """Seconds since this process started (imports and Ray's start included: what a user waits for), from
+    ``/proc/self/stat``; where that cannot be read, since this module was imported."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
+
+
+_IMPORTED = time.monotonic()
+
+
+def progress_line(ledger: Ledger, elapsed: float, concurrency: int, previous: tuple[float, int, float] | None = None) -> str:
+    """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte).
+
+    Args:
+        ledger: The phase's ledger.
+        elapsed: Seconds since the run began (its imports and Ray's start included).
+        concurrency: Trials that run at once.
+        previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown: an ETA never rises
+            while the work left does not grow, and reads 0 only when nothing is left.
+    """
     done = ledger.finished_count()
     running = len(ledger.open) - len(ledger.ended)  # ended trials wait to be told to Optuna (``Ledger``)
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
-    left = ledger.total - done + ledger.then  # the seed repeats after the search: one ETA for the whole run
-    durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
-    if durations and left > 0:
-        mean = sum(durations) / len(durations)
-        eta = _clock(mean * math.ceil(left / max(concurrency, 1)))
-    else:
-        eta = "--:--" if left > 0 else "00:00"
+    seconds = eta_seconds(ledger, concurrency, previous, elapsed)
+    eta = "--:--" if seconds is None else clock(seconds)
     then = f" (then up to {ledger.then} repeats)" if ledger.then else ""
     return (
-        f"trials {done}/{ledger.total} done{then} · {running} running · best {name} {best} · {_clock(elapsed)} elapsed · "
-        f"ETA {eta}"
+        f"trials {done}/{ledger.total} done{then} · {running} running · best {name} {best} · {clock(elapsed)} elapsed · ETA {eta}"
     )
+
+
+def eta_seconds(
+    ledger: Ledger, concurrency: int, previous: tuple[float, int, float] | None = None, elapsed: float = 0.0
+) -> float | None:
+    """Seconds left: the trials left (the seed repeats after the search included), each at the mean wall
+    time of this run's trials, a slot each; None before a trial has ended. Never more than the previous
+    ETA less the time since, unless trials were added; at least a second while any is left."""
+    left = ledger.total - ledger.finished_count() + ledger.then
+    if left <= 0:
+        return 0.0
+    durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
+    if not durations:
+        return None
+    estimate = sum(durations) / len(durations) * math.ceil(left / max(concurrency, 1))
+    if previous is not None:
+        shown_at, left_then, eta_then = previous
+        if left <= left_then:  # no work was added: the clock only runs down
+            estimate = min(estimate, eta_then - (elapsed - shown_at))
+    return max(estimate, 1.0)
 
 
 def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
@@ -54,7 +93,7 @@ def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
     if trial.ending.state.name == "PRUNED" and trial.step is not None:
         state = f"stopped early at step {trial.step}"
     repeat = f" (seed repeat of trial {trial.repeat_of})" if trial.repeat_of is not None else ""
-    took = "" if trial.seconds is None else f" · {_clock(trial.seconds)}"
+    took = "" if trial.seconds is None else f" · {clock(trial.seconds)}"
     family = f"{trial.family} ({trial.point})" if trial.point else trial.family
     return f"trial {trial.number}{repeat} · {family} · {knobs} · {split} {measured.short} {value} · {state}{took}"
 
@@ -64,9 +103,17 @@ class ProgressLine(Callback):
 
     def __init__(self, ledger: Ledger, concurrency: int) -> None:
         self.ledger, self.concurrency = ledger, concurrency
-        self.start = time.monotonic()
         self.last_shown, self.last_line = 0.0, ""
         self.said = 0  # how many of the ledger's finished trials have their line
+        self.previous: tuple[float, int, float] | None = None  # the last ETA shown: (elapsed, trials left, seconds)
+
+    def _line(self) -> str:
+        """The progress line now, the run's elapsed time counted from the process's start (not the phase's)."""
+        elapsed = run_seconds()
+        line = progress_line(self.ledger, elapsed, self.concurrency, self.previous)
+        if (seconds := eta_seconds(self.ledger, self.concurrency, self.previous, elapsed)) is not None:
+            self.previous = (elapsed, self.ledger.total - self.ledger.finished_count() + self.ledger.then, seconds)
+        return line
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         now = time.monotonic()
@@ -81,7 +128,7 @@ class ProgressLine(Callback):
             stream.flush()
             return
         self.last_shown = now
-        line = progress_line(self.ledger, now - self.start, self.concurrency)
+        line = self._line()
         if stream.isatty():
             stream.write("\r" + line.ljust(len(self.last_line)))
         elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:
@@ -93,6 +140,6 @@ class ProgressLine(Callback):
         for trial in self.ledger.endings[self.said :]:
             sys.stderr.write(("\r" if sys.stderr.isatty() else "") + finished_line(trial, self.ledger) + "\n")
         self.said = len(self.ledger.endings)
-        line = progress_line(self.ledger, time.monotonic() - self.start, self.concurrency)
+        line = self._line()
         sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + "\n")
         sys.stderr.flush()

@@ -28,6 +28,7 @@ from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
 from studies.engine.ledger import Ledger
 from studies.engine.options import RunOptions, check_options, without_contradicted_points
+from studies.engine.progress import clock, run_seconds
 from studies.engine.queue import trials_to_run
 from studies.engine.records import open_study
 from studies.engine.repeats import most_repeats, plan_repeats
@@ -151,4 +152,6 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             ) from None
         counts = Counter(outcome(trial) for trial in optuna_study.get_trials(deepcopy=False))
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
+        took = clock(run_seconds())
+        print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
         return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from studies.catalogue import LRA_SHARING
-from studies.engine.progress import finished_line, progress_line
+from studies.engine.progress import eta_seconds, finished_line, progress_line
 from studies.engine.queue import PlannedTrial, enqueue
 from studies.engine.repeats import most_repeats
 from tests.studies.test_ledger import make_ledger, report
@@ -61,3 +61,30 @@ def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
     number = ledger.ask("ray-0")["number"]
     ledger.finish(number, report(60, final=True), None)
     assert finished_line(ledger.endings[0], ledger).startswith(f"trial {number} · {point.family} ({point.label}) · ")
+
+
+def test_the_eta_never_rises_while_no_work_is_added_and_reads_0_only_when_nothing_is_left(tmp_path: Path) -> None:
+    ledger = make_ledger(tmp_path, [], 3)
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    ledger.finish(numbers[0], report(60, final=True), None)  # 1.5 s
+    first = eta_seconds(ledger, 1)
+    assert first == 1.5 * 2
+    slow = report(60, final=True) | {"wall_seconds": 30.0}
+    ledger.finish(numbers[1], slow, None)  # the mean grows to 15.75 s: an estimate of 15.75 s for the one left
+    assert eta_seconds(ledger, 1) == 15.75  # without the last line shown
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 2.0  # shown 3 s a second ago: 2 s now
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=20.0) == 1.0  # overdue: a second, not 0
+    ledger.total += 2  # work was added (a retry): the estimate may rise again
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 15.75 * 3
+    ledger.total -= 2
+    ledger.finish(numbers[2], report(60, final=True), None)
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 0.0  # nothing left
+
+
+def test_the_run_s_clock_counts_from_the_process_s_start() -> None:
+    import subprocess
+    import sys
+
+    code = "import time; time.sleep(1.5); from studies.engine.progress import run_seconds; print(run_seconds())"
+    seconds = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert seconds >= 1.5  # the sleep before the import counts: a run's imports and Ray's start are waited for too
