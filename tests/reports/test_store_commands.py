@@ -17,7 +17,7 @@ import pytest
 from reports.__main__ import main
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
-from reports.tables import HEADLINE_COLUMN, fronts_frame
+from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
 from storage import open_storage
 from studies.engine.options import RunOptions
 from tests.conftest import SMOKE_STUDY
@@ -109,8 +109,9 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=url))
     fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv")
     verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv")
-    assert len(verdict) == len(results.verdict.comparisons) > 0
-    assert verdict["compared"].tolist() == [c.family for c in results.verdict.comparisons]
+    assert len(verdict) > 0 and verdict["compared"].tolist() == verdict_frame(results)["compared"].tolist()
+    shown = {label for row in verdict["compared"] for label in row.split(" = ")}  # a point that is its pick joins its row
+    assert shown == {c.family for c in results.verdict.comparisons}
     # for analysis: each quantity its own column, read back as numbers, equal to the results' own
     for column in ("mean", "ci_low", "ci_high", "search_value", "flops_per_example", "parameters", "fresh_seeds"):
         assert pd.api.types.is_numeric_dtype(fronts[column]), column
