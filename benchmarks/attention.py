@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from studies.run import integer_from
 from trainers.attention import CROSS_HEAD_BASELINES, DAMCHA, MultiHeadAttention, build_attention, reference_attention
 from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_memory
 
@@ -163,17 +164,21 @@ def benchmark(
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.attention", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--lengths", type=int, nargs="+", default=[256, 1024, 4096], help="sequence lengths (default: 256 1024 4096)"
     )
-    parser.add_argument("--d-model", type=int, default=256, help="model width D (default: 256)")
-    parser.add_argument("--heads", type=int, default=8, help="head count H (default: 8)")
-    parser.add_argument("--generator-width", type=int, default=64, help="DAMCHA generator width (default: 64)")
-    parser.add_argument("--tokens", type=int, default=8192, help="tokens per batch: batch = tokens // T (default: 8192)")
-    parser.add_argument("--reps", type=int, default=5, help="timed repetitions per variant (default: 5)")
+    parser.add_argument("--d-model", type=integer_from(1), default=256, help="model width D (default: 256)")
+    parser.add_argument("--heads", type=integer_from(1), default=8, help="head count H (default: 8)")
+    parser.add_argument("--generator-width", type=integer_from(1), default=64, help="DAMCHA generator width (default: 64)")
+    parser.add_argument(
+        "--tokens", type=integer_from(1), default=8192, help="tokens per batch: batch = tokens // T (default: 8192)"
+    )
+    parser.add_argument("--reps", type=integer_from(1), default=5, help="timed repetitions per variant (default: 5)")
     parser.add_argument("--causal", action="store_true", help="causal layers: the chunked metric against one per position")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=integer_from(1), default=None, help="CPU threads (default: torch's)")
     parser.add_argument(
         "--only", nargs="+", metavar="WORD", help="rows whose name has one of these words, e.g. tha moa damcha (MHA always)"
     )

@@ -31,6 +31,7 @@ from studies.engine.ledger import Ledger
 from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import sampler_for
 from studies.engine.trainable import TrialDevice, train_trial
+from studies.run import integer_from
 from trainers.data.cache import default_cache_dir
 from trainers.outputs import exit_with
 
@@ -57,12 +58,16 @@ def _row(number: int, label: str, columns: tuple, metrics: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; exit code 1 when a trial failed (each failure is printed, and the
     next trials still run)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.first_trials", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("study")
     parser.add_argument("--preset", default="full")
-    parser.add_argument("--trials", type=int, default=2, help="the first N trials (families take turns)")
-    parser.add_argument("--steps", type=int, help="train each this many steps (default: the preset's)")
-    parser.add_argument("--train-size", type=int, help="generated ListOps: fewer training examples (quicker to build)")
+    parser.add_argument("--trials", type=integer_from(1), default=2, help="the first N trials (families take turns)")
+    parser.add_argument("--steps", type=integer_from(1), help="train each this many steps (default: the preset's)")
+    parser.add_argument(
+        "--train-size", type=integer_from(1), help="generated ListOps: fewer training examples (quicker to build)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

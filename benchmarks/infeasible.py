@@ -22,6 +22,7 @@ import optuna
 from optuna.trial import TrialState
 
 from studies.engine.sampler import SAMPLER_MAKERS, tell_infeasible
+from studies.run import integer_from
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 1e2, 1e3, 1e4)
 DIVERGING_SHARE = sum(rate > 1 for rate in LEARNING_RATES) / len(LEARNING_RATES)
@@ -61,9 +62,9 @@ def diverging_share(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=80, help="trials per search (default: 80)")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 per sampler (default: 5)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.infeasible", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=integer_from(1), default=80, help="trials per search (default: 80)")
+    parser.add_argument("--seeds", type=integer_from(1), default=5, help="seeds 0..N-1 per sampler (default: 5)")
     args = parser.parse_args(argv)
     print(f"share of the second half's proposals that diverge ({args.trials} trials; learned nothing = {DIVERGING_SHARE:.3f})")
     print(f"{'sampler':<24}{'told':>6}  {'per seed':<36}{'mean':>6}")

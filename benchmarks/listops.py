@@ -17,7 +17,9 @@ from trainers.data.tasks import listops_generated
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.listops", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_spec_arguments(parser)
     spec = spec_from_arguments(parser, parser.parse_args(argv))
     total = sum(spec.sizes().values())

@@ -38,6 +38,7 @@ from search_space.space import Choice
 from studies.catalogue import LRA_SHARING
 from studies.engine.options import RunOptions
 from studies.engine.runner import run_study
+from studies.run import integer_from
 from trainers.config import ModelConfig
 from trainers.train import train
 
@@ -79,8 +80,12 @@ def preset_overhead(preset_name: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=500, help="training steps of the trial (default: 500, about 60 s here)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.orchestration", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--steps", type=integer_from(1), default=500, help="training steps of the trial (default: 500, about 60 s here)"
+    )
     parser.add_argument("--preset", help="measure a whole lra_sharing preset (smoke, quick, full) instead of one trial")
     args = parser.parse_args(argv)
     if args.preset:

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from studies.run import integer_from
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
 from trainers.measure import attention_kernels, interleaved_seconds
 from trainers.outputs import exit_with
@@ -62,13 +63,15 @@ def compare(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, causal: bool, reps: i
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
-    parser.add_argument("--tokens", type=int, default=65536, help="positions per batch; batch = tokens / T")
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--width", type=int, default=64, help="head width")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.padded_attention", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--lengths", type=integer_from(1), nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--tokens", type=integer_from(1), default=65536, help="positions per batch; batch = tokens / T")
+    parser.add_argument("--heads", type=integer_from(1), default=8)
+    parser.add_argument("--width", type=integer_from(1), default=64, help="head width")
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--reps", type=integer_from(1), default=10)
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)

@@ -65,7 +65,7 @@ def interval(config: pd.Series, examples: int) -> tuple[float, float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.resolution", description=__doc__.splitlines()[0])
     parser.add_argument("study", help="the study's name in the store")
     parser.add_argument("--storage", default=None, help="storage URL (default: the product's default store)")
     args = parser.parse_args(argv)

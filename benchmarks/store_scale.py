@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 
 from benchmarks.servers import postgres_binaries, throwaway_postgres
 from storage import masked_url, open_storage
+from studies.run import integer_from, positive_number
 
 
 def _worker(url: str, study_name: str, seconds: float, results) -> None:  # noqa: ANN001 (a spawn-context queue)
@@ -77,9 +78,11 @@ def measure(url: str, workers: int, seconds: float) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.store_scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=integer_from(1), nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--seconds", type=positive_number, default=10.0)
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.ERROR)

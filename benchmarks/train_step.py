@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from studies.run import integer_from, positive_number
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_flops, peak_memory
@@ -261,20 +262,24 @@ def targets(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; exit code 1 when a fused variant fell back to the unfused kernel."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
-    parser.add_argument("--d-model", type=int, default=512)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--tokens", type=int, default=16384, help="tokens per step; batch = tokens / T (at least 1)")
-    parser.add_argument("--reps", type=int, default=5, help="timed steps per variant (median kept)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.train_step", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--lengths", type=integer_from(1), nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--d-model", type=integer_from(1), default=512)
+    parser.add_argument("--heads", type=integer_from(1), default=8)
+    parser.add_argument("--layers", type=integer_from(1), default=4)
+    parser.add_argument("--tokens", type=integer_from(1), default=16384, help="tokens per step; batch = tokens / T (at least 1)")
+    parser.add_argument("--reps", type=integer_from(1), default=5, help="timed steps per variant (median kept)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on CUDA, fp32 on CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
     parser.add_argument("--causal", action="store_true", help="DecoderLM (next-token loss) instead of the classifier")
     parser.add_argument("--only", nargs="+", metavar="VARIANT", help="time these variants (and MHA) only")
     parser.add_argument("--padded", action="store_true", help="time the padded training step (default: unpadded)")
-    parser.add_argument("--explicit-limit-gb", type=float, default=8.0, help="skip the explicit form above this estimate")
+    parser.add_argument(
+        "--explicit-limit-gb", type=positive_number, default=8.0, help="skip the explicit form above this estimate"
+    )
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
     args.precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")

@@ -19,6 +19,7 @@ import torch
 
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
+from studies.run import integer_from
 from trainers.config import ModelConfig
 from trainers.data.cache import default_cache_dir
 from trainers.train import train
@@ -46,9 +47,9 @@ def run(design: str, warmup: int, seed: int) -> tuple[str, int, float, float, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warmups", type=int, nargs="+", default=[0, PRESET.train.warmup_steps, 800])
-    parser.add_argument("--seed", type=int, default=12345)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.warmup", description=__doc__.splitlines()[0])
+    parser.add_argument("--warmups", type=integer_from(0), nargs="+", default=[0, PRESET.train.warmup_steps, 800])
+    parser.add_argument("--seed", type=integer_from(0), default=12345)
     args = parser.parse_args(argv)
     PRESET.task.load(default_cache_dir())  # built once, before the workers read it
     jobs = [(design, warmup, args.seed) for design in RECIPES for warmup in args.warmups]

@@ -10,6 +10,7 @@ by the next run; the report is not rewritten), 1 an unexpected error.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -61,8 +62,8 @@ def _fix(text: str) -> tuple[str, Value]:
     return name.strip(), parse_knob_value(value.strip())
 
 
-def _integer_from(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``."""
+def integer_from(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (every count a command line takes)."""
 
     def parse(text: str) -> int:
         value = int(text)
@@ -71,6 +72,14 @@ def _integer_from(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0 (a duration, a size)."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{value} must be a number above 0")
+    return value
 
 
 def prepare_ray_environment(address: str | None) -> None:
@@ -113,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", help="budget: smoke, quick or full (default: the study's default, quick)")
     parser.add_argument(
         "--trials",
-        type=_integer_from(1),
+        type=integer_from(1),
         help="trials in the study, baselines and finished ones included (default: the preset's)",
     )
     parser.add_argument(
@@ -134,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and Ray runs only as many trials at once as fit (default: no budget)",
     )
     parser.add_argument(
-        "--seed", type=_integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)"
+        "--seed", type=integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)"
     )
     parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
     parser.add_argument(

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # A two-layer D=32 model on 32 tokens, one timed step: every row of benchmarks.train_step in seconds.
@@ -184,3 +185,28 @@ def test_padded_attention_names_the_kernels_of_each_call() -> None:
     calls = [(profile, call) for profile in ("bucketed", "uneven") for call in ("unpadded", "masked")]
     assert [(row[1], row[3]) for row in rows] == calls
     assert all(row[-1] == "flash_attention_for_cpu,flash_attention_for_cpu_backward" for row in rows)  # no varlen on CPUs
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "words"),
+    [
+        ("attention", ["--reps", "0"], "argument --reps: 0 must be >= 1"),
+        ("attention", ["--tokens", "-5"], "argument --tokens: -5 must be >= 1"),
+        ("padded_attention", ["--lengths", "512", "0"], "argument --lengths: 0 must be >= 1"),
+        ("train_step", ["--explicit-limit-gb", "nan"], "argument --explicit-limit-gb: nan must be a number above 0"),
+        ("store_scale", ["--seconds", "0"], "argument --seconds: 0.0 must be a number above 0"),
+        ("infeasible", ["--seeds", "0"], "argument --seeds: 0 must be >= 1"),
+        ("first_trials", ["lra_sharing", "--trials", "0"], "argument --trials: 0 must be >= 1"),
+        ("warmup", ["--warmups", "-1"], "argument --warmups: -1 must be >= 0"),
+    ],
+)
+def test_every_benchmark_checks_its_counts_before_any_work(
+    module: str, argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A count of 0 or less, or a duration that is none, is refused by the command line (exit 2), named."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exited:
+        importlib.import_module(f"benchmarks.{module}").main(argv)
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and words in error and f"usage: python -m benchmarks.{module}" in error
