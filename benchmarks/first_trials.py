@@ -33,6 +33,7 @@ from studies.engine.sampler import sampler_for
 from studies.engine.trainable import TrialDevice, train_trial
 from studies.run import integer_from
 from trainers.data.cache import default_cache_dir
+from trainers.naming import UnknownNameError
 from trainers.outputs import exit_with
 
 COSTS = (
@@ -72,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    study = get_study(args.study)
-    preset = study.preset(args.preset)
+    try:
+        study = get_study(args.study)
+        preset = study.preset(args.preset)
+    except UnknownNameError as error:
+        parser.error(str(error))
     if args.train_size is not None:
         if not isinstance(preset.task, ListOpsTask):
             parser.error("--train-size applies to generated ListOps only")

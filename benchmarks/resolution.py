@@ -24,7 +24,7 @@ from reports.results.configurations import configurations
 from reports.results.frame import knob_columns, trials_frame
 from reports.results.quality import quality
 from reports.results.verdict import verdict
-from storage import open_storage
+from storage import StorageURLError, open_storage
 
 Z_95 = 1.959963984540054
 HALF_WIDTH_POINTS = 2.0
@@ -69,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("study", help="the study's name in the store")
     parser.add_argument("--storage", default=None, help="storage URL (default: the product's default store)")
     args = parser.parse_args(argv)
-    study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage, read_only=True))
+    try:
+        study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage, read_only=True))
+    except StorageURLError as error:
+        parser.error(str(error))
+    except KeyError:  # Optuna's word for a study the store does not hold
+        parser.error(f"the store holds no study {args.study!r}: python -m reports list names its studies")
     frame = trials_frame(study)
     measured = quality(frame)
     answer = verdict(frame)

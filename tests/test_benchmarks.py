@@ -198,6 +198,8 @@ def test_padded_attention_names_the_kernels_of_each_call() -> None:
         ("infeasible", ["--seeds", "0"], "argument --seeds: 0 must be >= 1"),
         ("first_trials", ["lra_sharing", "--trials", "0"], "argument --trials: 0 must be >= 1"),
         ("warmup", ["--warmups", "-1"], "argument --warmups: -1 must be >= 0"),
+        ("first_trials", ["lra_sharin"], "unknown study 'lra_sharin': did you mean 'lra_sharing'?"),
+        ("resolution", ["plain", "--storage", "sqlite:////nonexistent/store.db"], "there is no SQLite store at"),
     ],
 )
 def test_every_benchmark_checks_its_counts_before_any_work(
