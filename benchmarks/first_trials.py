@@ -23,6 +23,8 @@ from pathlib import Path
 import optuna
 import torch
 
+from common.naming import UnknownNameError
+from common.outputs import exit_with
 from reports.results.quality import quality_named
 from storage import open_storage
 from studies.catalogue import get_study
@@ -33,8 +35,6 @@ from studies.engine.sampler import sampler_for
 from studies.engine.trainable import TrialDevice, train_trial
 from studies.run import integer_from
 from trainers.data.cache import default_cache_dir
-from trainers.naming import UnknownNameError
-from trainers.outputs import exit_with
 
 COSTS = (
     ("examples_per_s", "examples/s", "{:.0f}"),

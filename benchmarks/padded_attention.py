@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from common.outputs import exit_with
 from studies.run import integer_from
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
 from trainers.measure import attention_kernels, interleaved_seconds
-from trainers.outputs import exit_with
 from trainers.train import resolve_device
 
 

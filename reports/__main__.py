@@ -26,6 +26,7 @@ from typing import TextIO
 
 import optuna
 
+from common.outputs import REPORTS_DIR, exit_with, write_atomically
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
@@ -38,7 +39,6 @@ from storage import (
     resolve_storage_url,
     store_files,
 )
-from trainers.outputs import REPORTS_DIR, exit_with, write_atomically
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from common.outputs import REPORTS_DIR
 from storage import on_read_only_medium
-from trainers.outputs import REPORTS_DIR
 
 
 class OutputPathError(ValueError):

@@ -17,6 +17,7 @@ import optuna
 import pandas as pd
 import plotly.graph_objects as go
 
+from common.outputs import write_atomically
 from reports.figures import (
     SECONDS_PER_1K,
     compare_figure,
@@ -36,7 +37,6 @@ from reports.results.names import FLOPS, RELIABILITY_ATTRIBUTE
 from reports.results.quality import quality
 from reports.tables import front_numbers, fronts_frame, verdict_frame
 from storage import masked_url
-from trainers.outputs import write_atomically
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """

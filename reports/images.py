@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainers.outputs import write_atomically
+from common.outputs import write_atomically
 
 if TYPE_CHECKING:  # plotly takes seconds to import: the command line imports this module for its error alone
     import plotly.graph_objects as go

@@ -13,11 +13,11 @@ from collections import Counter
 
 import optuna
 
+from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
 from reports.results.verdict import VERDICT_ATTRIBUTE
 from storage import masked_url
-from trainers.naming import unknown_name_message
 
 DEFAULT_PRESET_ATTRIBUTE = "default_preset"  # a study attribute: True when a run without --preset made it
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh

@@ -14,7 +14,7 @@ from typing import Any
 
 import optuna
 
-from trainers.naming import unknown_name_message
+from common.naming import unknown_name_message
 
 Value = str | int | float
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}  # how a command line spells a boolean

@@ -13,7 +13,7 @@ import psycopg.conninfo
 import sqlalchemy
 from sqlalchemy.engine import URL, make_url
 
-STORE_FILE = Path("runs") / "optuna.db"  # the default SQLite store, in the runs folder (trainers.outputs.RUNS_DIR)
+STORE_FILE = Path("runs") / "optuna.db"  # the default SQLite store, in the runs folder (common.outputs.RUNS_DIR)
 DEFAULT_STORAGE_URL = f"sqlite:///{STORE_FILE}"
 STORAGE_URL_VARIABLE = "DAMCHA_STORAGE_URL"
 SUPPORTED_DIALECTS = ("sqlite", "postgresql", "mysql")

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from common.naming import UnknownNameError
+from common.outputs import TUNE_DIR, exit_with
 from reports.files import OutputPathError
 from search_space.space import SearchSpaceError, Value
 from storage import (
@@ -32,8 +34,6 @@ from studies.catalogue.schema import Suite
 from studies.engine.options import LOCAL_ADDRESS, LOCAL_ONLY_VARIABLE
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
-from trainers.naming import UnknownNameError
-from trainers.outputs import TUNE_DIR, exit_with
 from trainers.train import PRECISIONS
 
 EPILOG = """examples:

@@ -1,4 +1,4 @@
 """Attention families, models, data, the training loop and its costs."""
 
 # First, before anything imports torch: it reads the user's compile cache, which importing torch._dynamo overwrites.
-from trainers import outputs  # noqa: F401
+import common.outputs  # noqa: F401

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
+from common.naming import lookup
 from trainers.attention import ATTENTION, CROSS_HEAD_BASELINES, DAMCHA, AttentionKnobs, parse_sharing
 from trainers.knobs import knob, knob_fields, knob_names
-from trainers.naming import lookup
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
 POOLINGS: tuple[str, ...] = ("cls", "mean")

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common.outputs import CHOSEN_COMPILE_CACHE, COMPILE_CACHE_DIR, COMPILE_CACHE_VARIABLE
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, model_flops
 from trainers.data.batches import iterate_batches, iterate_pair_batches
@@ -25,7 +26,6 @@ from trainers.data.recall import IGNORE
 from trainers.knobs import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
-from trainers.outputs import CHOSEN_COMPILE_CACHE, COMPILE_CACHE_DIR, COMPILE_CACHE_VARIABLE
 
 PRECISIONS = ("fp32", "bf16")
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
@@ -154,7 +154,7 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 
 def compile_cache_dir() -> Path:
     """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR`` as the user set it
-    (``trainers.outputs.CHOSEN_COMPILE_CACHE``: torch sets it to its own default on import), else
+    (``common.outputs.CHOSEN_COMPILE_CACHE``: torch sets it to its own default on import), else
     ``runs/torch-compile-cache`` under the working directory (resolve it where the runs share it: a
     study's driver, not each trial's own working directory)."""
     return Path(CHOSEN_COMPILE_CACHE or COMPILE_CACHE_DIR).resolve()

@@ -17,9 +17,9 @@ import pandas as pd
 from benchmarks.truth.stability import stability
 from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
+from common.outputs import exit_with
 from reports.results.configurations import knob_text
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
-from trainers.outputs import exit_with
 
 DEFAULT_TABLE = table_path("lra_sharing-table-v6")
 

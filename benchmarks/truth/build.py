@@ -38,11 +38,11 @@ from benchmarks.truth.table import (
     table_path,
     write,
 )
+from common.naming import UnknownNameError
+from common.outputs import exit_with
 from storage import StorageURLError, open_storage, resolve_storage_url
 from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
-from trainers.naming import UnknownNameError
-from trainers.outputs import exit_with
 
 PRESET = "table"
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table

@@ -49,12 +49,12 @@ from scipy.stats import binomtest, wilcoxon
 from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
 from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, point_truths, true_verdict
+from common.outputs import exit_with, write_atomically
 from reports.results.statistics import holm
 from reports.results.verdict import Comparison, Headline
 from studies.catalogue import get_study
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
-from trainers.outputs import exit_with, write_atomically
 
 # Every strategy's Search spelled out whole, so that its replays stay its own when Search's defaults change.
 STRATEGIES = {

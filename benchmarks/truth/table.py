@@ -40,11 +40,11 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from common.outputs import write_atomically
 from reports.results.frame import configuration
 from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import Value
 from studies.run import parse_knob_value
-from trainers.outputs import write_atomically
 
 TABLES_DIR = Path(__file__).resolve().parent
 CURVE_PREFIX = "val_accuracy_at_"

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from common.naming import lookup
 from search_space.knobs import TRAINING_KNOBS
 from search_space.space import Choice, Domain, SearchSpace, Value
 from studies.catalogue.tasks import TASKS, Objective, Task
-from trainers.naming import lookup
 from trainers.train import TrainConfig
 
 

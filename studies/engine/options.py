@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from common.naming import unknown_name_message
+from common.outputs import REPORTS_DIR, TUNE_DIR
 from reports.files import OutputPathError, check_path_text, check_writable_dir, check_writable_file
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
@@ -30,8 +32,6 @@ from studies.engine.ledger import FRESH_SEEDS_FROM, SEEDS_PER_RUN, TABLE_SEEDS_F
 from trainers.data.cache import default_cache_dir
 from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB
-from trainers.naming import unknown_name_message
-from trainers.outputs import REPORTS_DIR, TUNE_DIR
 
 MAX_TRIALS = 10_000  # searched trials of a study: with retries and repeats, trial numbers stay below TABLE_SEEDS_FROM
 MAX_REPEAT_SEEDS = SEEDS_PER_RUN - FRESH_SEEDS_FROM - 1

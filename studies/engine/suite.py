@@ -16,6 +16,7 @@ from typing import TextIO
 import optuna
 import ray
 
+from common.outputs import write_atomically
 from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.suite import suite_html, suite_lines
@@ -25,7 +26,6 @@ from studies.engine.cluster import start_ray
 from studies.engine.options import RunOptions, check_options
 from studies.engine.runner import RunOutcome, run_study
 from trainers.data.cache import default_cache_dir
-from trainers.outputs import write_atomically
 
 
 def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> list[RunOutcome]:

@@ -19,6 +19,7 @@ from ray import cloudpickle, tune
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
+from common.outputs import TUNE_DIR
 from studies.engine.cluster import trial_request
 from studies.engine.ledger import Ledger
 from studies.engine.options import TrialResources
@@ -27,7 +28,6 @@ from studies.engine.queue import HEARTBEAT_INTERVAL_S
 from studies.engine.scheduler import EarlyStopping
 from studies.engine.signals import stop_cause, stopped_by
 from studies.engine.trainable import run_trial
-from trainers.outputs import TUNE_DIR
 
 
 class LedgerSearcher(Searcher):

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from common.naming import UnknownNameError
 from trainers.attention import DAMCHA, Metric, MultiHeadAttention, build_attention, reference_attention, sequence_context
-from trainers.naming import UnknownNameError
 
 B, T, D, H = 3, 9, 16, 4
 

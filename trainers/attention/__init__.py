@@ -19,6 +19,7 @@ from typing import Any
 
 from torch import nn
 
+from common.naming import lookup
 from trainers.attention.collaborative import CollaborativeAttention, ColMHAKnobs
 from trainers.attention.damcha import DAMCHA, DEFAULT_METRIC_CHUNK, METRIC_FORMS, METRIC_MODES, DAMCHAKnobs, parse_sharing
 from trainers.attention.dcmha import DCMHAKnobs, DynamicComposableAttention
@@ -29,7 +30,6 @@ from trainers.attention.mixed_roles import MixedRoleAttention, MMAKnobs
 from trainers.attention.mixture import MixtureOfAttentionHeads, MoAKnobs
 from trainers.attention.reference import ExplicitDAMCHA, reference_attention
 from trainers.attention.talking_heads import TalkingHeadsAttention, THAKnobs
-from trainers.naming import lookup
 
 ATTENTION: dict[str, type[nn.Module]] = {
     "mha": MultiHeadAttention,

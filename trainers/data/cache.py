@@ -17,8 +17,8 @@ from typing import Any
 
 import datasets
 
+from common.outputs import DATA_CACHE_DIR
 from trainers.data.lra_files import DataFileError
-from trainers.outputs import DATA_CACHE_DIR
 
 FORMAT_VERSION = 1
 CACHE_DIR_VARIABLE = "DAMCHA_DATA_CACHE"

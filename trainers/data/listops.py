@@ -22,7 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainers.outputs import write_atomically
+from common.outputs import write_atomically
 
 OPERATORS: tuple[str, ...] = ("[MIN", "[MAX", "[MED", "[SM")
 END = "]"

@@ -1,0 +1,3 @@
+"""Helpers every layer may import, and that import nothing of ours: where the product writes and how
+(``outputs``: atomic writes, default folders, a command line's exit), and names looked up with a
+"did you mean" (``naming``)."""
