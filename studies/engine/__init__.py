@@ -4,6 +4,10 @@ options      a run's options, checked before anything is written
 records      the run's Optuna study, created or resumed, with its settings recorded
 queue        the store as the queue of planned trials (next family, retries, repeats); dead drivers' trials
 ledger       asks configurations and records every report and ending in the Optuna study
+next_trial   what the next searched trial is: a table's next entry, the family whose turn it is, its named point
+stopping     early stopping's rule: the rungs, and whether a family's trials there stop a trial
+seeds        the seed layout: a run's trials, its seed repeats and a table's runs never share a seed
+trial_config a trial's model configuration from its knobs and the fixed values that apply
 sampler      the Optuna sampler, and infeasible configurations told to it
 study_view   a study as a sampler sees it: its trials shown through a function
 repeats      each family's selected configurations queued again on fresh seeds

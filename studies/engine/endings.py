@@ -15,6 +15,31 @@ from studies.engine.sampler import tell_infeasible
 ENDING_ATTRIBUTE = "ending"  # user attribute: how a trial ended, stored at once; Optuna is told when it falls into a view
 
 
+# What a trial's last report holds besides its value, recorded as the trial's user attributes.
+COST_ATTRIBUTES = (
+    "parameters",
+    "attention_parameters",
+    "flops_per_example",
+    "examples_per_s",
+    "tokens_per_s",
+    "flops_per_s",
+    "model_flops_utilisation",
+    "compile_seconds",
+    "peak_memory_bytes",
+    "wall_seconds",
+    "device",
+    "train_loss",
+    "val_count",
+    "val_loss",
+    "val_perplexity",
+    "test_accuracy",
+    "test_count",
+    "test_loss",
+    "test_bits_per_byte",
+    "test_perplexity",
+)
+
+
 @dataclass(frozen=True)
 class Ending:
     """How a trial ended, as Optuna will be told.

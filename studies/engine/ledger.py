@@ -20,33 +20,26 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
-import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
-from reports.results.frame import configuration_key
 from reports.results.names import (
     FLOPS,
     INFEASIBLE,
-    INFEASIBLE_ATTRIBUTE,
     POINT_ATTRIBUTE,
     POINT_VALUES_ATTRIBUTE,
-    SEED_INDEX_ATTRIBUTE,
 )
-from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
-from studies.catalogue.schema import Family, GridEntry, Preset, Study
-from studies.engine.endings import ENDING_ATTRIBUTE, Ending, FinishedTrial
+from studies.catalogue.schema import Preset, Study
+from studies.engine.endings import COST_ATTRIBUTES, ENDING_ATTRIBUTE, Ending, FinishedTrial
 from studies.engine.failures import failure_of
+from studies.engine.next_trial import FORBIDDEN, family_view, next_family, next_table_entry, with_point_due
 from studies.engine.queue import (
-    COUNTED_STATES,
     DRIVER_ATTRIBUTE,
-    MAX_RETRIES,
     PlannedTrial,
     driver_identity,
     enqueue,
@@ -57,53 +50,15 @@ from studies.engine.queue import (
     trials_counted,
 )
 from studies.engine.sampler import tell_infeasible
+from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
+from studies.engine.stopping import stopping_rungs, stops_among, value_at
+from studies.engine.trial_config import model_config_of, unsearched_where_active
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.train import TrainConfig, compile_cache_dir
 
-COST_ATTRIBUTES = (
-    "parameters",
-    "attention_parameters",
-    "flops_per_example",
-    "examples_per_s",
-    "tokens_per_s",
-    "flops_per_s",
-    "model_flops_utilisation",
-    "compile_seconds",
-    "peak_memory_bytes",
-    "wall_seconds",
-    "device",
-    "train_loss",
-    "val_count",
-    "val_loss",
-    "val_perplexity",
-    "test_accuracy",
-    "test_count",
-    "test_loss",
-    "test_bits_per_byte",
-    "test_perplexity",
-)
 MAX_RESAMPLES = 50
-SEEDS_PER_RUN = 100_000  # trial n of a run with --seed s trains on s * SEEDS_PER_RUN + n
-FRESH_SEEDS_FROM = 90_000  # repeat k trains on seed * 100_000 + FRESH_SEEDS_FROM + k (trial numbers stay below)
-TABLE_SEEDS_FROM = 80_000  # an exhaustive table's run i of every configuration: seed * 100_000 + TABLE_SEEDS_FROM + i
 INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
-FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
-REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
-
-
-def unsearched_where_active(
-    space: SearchSpace, preset: Preset, fix: dict[str, Value], chosen: dict[str, Value]
-) -> dict[str, Value]:
-    """The preset's and the user's non-searched values, for the knobs that exist in a trial that chose ``chosen``."""
-    values = dict(preset.fixed) | fix
-    active = space.defaults() | chosen | values
-    return {name: value for name, value in values.items() if space.knobs[name].active(active)}
-
-
-def model_config_of(preset: Preset, knobs: dict[str, Value]) -> dict[str, Any]:
-    """The fields of the model a trial with these resolved ``knobs`` trains on the preset's task (``ModelConfig.completed``)."""
-    return ModelConfig.completed(preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
 
 
 class Ledger:
@@ -186,7 +141,10 @@ class Ledger:
             return None
         with self.ask_lock():  # count and ask as one step among all drivers of the study
             waiting = queued(self.study)
-            if not waiting and (trials_counted(self.study) >= self.budget or (self.grid and self._next_entry() is None)):
+            if not waiting and (
+                trials_counted(self.study) >= self.budget
+                or (self.grid and next_table_entry(self.study, self.grid, self.space.searched) is None)
+            ):
                 self.total = self.asked  # other drivers took the rest: this run's held endings are due now
                 self._tell_all_if_finished()
                 return None
@@ -218,7 +176,7 @@ class Ledger:
         """Ask the next trial and sample it define-by-run.
 
         The store's queue comes first: ``ask`` takes its oldest trial, with the values it
-        fixes. Otherwise a searched trial of the next family (``_next_family``) is queued
+        fixes. Otherwise a searched trial of the next family (``next_trial.next_family``) is queued
         with the family's values (the family's named point, the first time) and taken at
         once: the ask lock is held, so no other driver takes it in between. The sampler
         proposes the rest (none of a named point's own knobs).
@@ -238,10 +196,10 @@ class Ledger:
         return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
 
     def _next_planned(self) -> PlannedTrial:
-        """The next searched trial: an exhaustive preset's next table entry (``_next_entry``), or the
+        """The next searched trial: an exhaustive preset's next table entry (``next_trial.next_table_entry``), or the
         next family's trial (its named point, the first time) for the sampler to fill in."""
         if self.grid:
-            entry = self._next_entry()
+            entry = next_table_entry(self.study, self.grid, self.space.searched)
             if entry is None:  # every entry trained: the resamples of a rejected last one end here
                 raise SearchSpaceError("the exhaustive table is whole, but a trial was asked")
             point = entry.point
@@ -253,24 +211,10 @@ class Ledger:
                 point_values=point and point.values,
                 seed_index=entry.seed_index,
             )
-        family = self._next_family()
-        return self._with_point_due(PlannedTrial(params=family.values, family=family.label, baseline=family.baseline))
-
-    def _next_entry(self) -> GridEntry | None:
-        """The first table entry (``Study.exhaustive_grid``) that no trial of the store trains or trained,
-        or None. A trial counts for its entry unless it failed with a retry to come."""
-        trained: Counter = Counter()
-        for trial in self.study.get_trials(deepcopy=False):
-            index = trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)
-            if index is not None and (trial.state != TrialState.FAIL or int(trial.user_attrs.get("attempt", 0)) >= MAX_RETRIES):
-                trained[(trial.user_attrs.get(POINT_ATTRIBUTE), configuration_key(trial.params), index)] += 1
-        for entry in self.grid:
-            key = (entry.point and entry.point.label, configuration_key(entry.params(self.space.searched)), entry.seed_index)
-            if trained[key]:
-                trained[key] -= 1
-            else:
-                return entry
-        return None
+        family = next_family(self.study, self.definition.families)
+        return with_point_due(
+            self.study, self.definition.points, PlannedTrial(params=family.values, family=family.label, baseline=family.baseline)
+        )
 
     def _settled_before(self, limit: int) -> bool:
         """Tell Optuna the endings of this driver's trials numbered below ``limit``, in order; True when
@@ -314,7 +258,7 @@ class Ledger:
         if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
             return False
         judged = self.judged.setdefault(number, set())
-        rungs = [rung for rung in self._rungs() if rung <= step and rung not in judged]
+        rungs = [rung for rung in stopping_rungs(self.preset) if rung <= step and rung not in judged]
         if not rungs:
             return False
         rung = rungs[0]
@@ -322,63 +266,10 @@ class Ledger:
         sign = 1.0 if self.objective.direction == "maximize" else -1.0
         others = [
             (sign * found, other.user_attrs.get(FLOPS))
-            for other in self._family_view(trial.user_attrs.get("family"), self.view_ends[number])
-            if (found := _value_at(other, rung)) is not None
+            for other in family_view(self.study, trial.user_attrs.get("family"), self.view_ends[number])
+            if (found := value_at(other, rung)) is not None
         ]
-        if not others:
-            return False
-        if self.preset.search.stopping_rule == "dominated":
-            mine = (sign * value, self.flops.get(number))
-            dominating = sum(_dominates(other, mine) for other in others)
-            return dominating * REDUCTION_FACTOR >= len(others)
-        return sign * value < float(np.percentile([found for found, _ in others], (1 - 1 / REDUCTION_FACTOR) * 100))
-
-    def _rungs(self) -> list[int]:
-        """The steps at which early stopping judges a trial: the grace period, then twice as long, ... below the
-        last step; none when the search has no stopping rule."""
-        if not self.preset.search.stops_early(self.preset.grace_steps, self.preset.train.steps):
-            return []
-        rungs, rung = [], self.preset.grace_steps
-        while rung < self.preset.train.steps:
-            rungs.append(rung)
-            rung *= REDUCTION_FACTOR
-        return rungs
-
-    def _family_view(self, family: str | None, view_end: int) -> list[FrozenTrial]:
-        """The searched, trained trials of ``family`` numbered below ``view_end`` (all told: ``_settled_before``)."""
-        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        return [
-            t
-            for t in trials
-            if t.number < view_end
-            and t.user_attrs.get("family") == family
-            and "repeat_of" not in t.user_attrs
-            and INFEASIBLE_ATTRIBUTE not in t.user_attrs
-        ]
-
-    def _with_point_due(self, planned: PlannedTrial) -> PlannedTrial:
-        """``planned`` as its family's named point when no trial of the store has trained that point
-        yet (a failed one's retry is queued with it); else as it is."""
-        asked = {trial.user_attrs.get(POINT_ATTRIBUTE) for trial in self.study.get_trials(deepcopy=False)}
-        for point in self.definition.points:
-            if point.family == planned.family and point.label not in asked:
-                return replace(planned, point=point.label, point_values=point.values)
-        return planned
-
-    def _next_family(self) -> Family:
-        """The family with the fewest trials so far (all drivers'; the first on ties): the budget splits evenly.
-
-        Finished, running and queued trials count, a diverged or out-of-memory one too;
-        seed repeats, failed trials (a retry is queued) and combinations rejected before
-        training don't.
-        """
-        trials = self.study.get_trials(deepcopy=False, states=COUNTED_STATES)
-        asked = Counter(
-            t.user_attrs.get("family")
-            for t in trials
-            if "repeat_of" not in t.user_attrs and t.user_attrs.get(INFEASIBLE_ATTRIBUTE) != FORBIDDEN
-        )
-        return min(self.definition.families, key=lambda family: asked[family.label])
+        return stops_among(self.preset.search.stopping_rule, (sign * value, self.flops.get(number)), others)
 
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
         """Record the trial's configuration and return what its worker needs.
@@ -389,7 +280,7 @@ class Ledger:
             training: Its training settings (``Preset.training``: the preset's, with the training knobs it sets).
             ray_trial_id: Ray Tune's id of the trial.
         """
-        train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + _seed_offset(trial)}
+        train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + seed_offset(trial)}
         model = model_config_of(self.preset, knobs)
         with contextlib.suppress(ValueError):  # a model the task cannot build: its worker fails the trial, saying why
             config = ModelConfig(**model)
@@ -584,29 +475,3 @@ def _test_value(report: Mapping[str, Any], metric: str) -> float | None:
     """A last report's value of the objective on the test split (``val_accuracy`` -> ``test_accuracy``), or None."""
     value = report.get(metric.replace("val_", "test_", 1))
     return None if value is None else float(value)
-
-
-def _seed_offset(trial: optuna.Trial) -> int:
-    """Trial ``n``'s seed, less the run's: ``n``; a seed shared by every configuration's ``k``-th
-    seed repeat, or by every configuration's ``i``-th run in an exhaustive table."""
-    if (repeat := trial.user_attrs.get("repeat_index")) is not None:
-        return FRESH_SEEDS_FROM + repeat
-    if (index := trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)) is not None:
-        return TABLE_SEEDS_FROM + index
-    return trial.number
-
-
-def _dominates(one: tuple[float, float | None], other: tuple[float, float | None]) -> bool:
-    """Whether ``one`` dominates ``other``, each ``(value, FLOPs)`` with higher values better: as good in
-    both, better in one. Unknown FLOPs compare as equal."""
-    value, flops = one
-    other_value, other_flops = other
-    if flops is None or other_flops is None:
-        flops = other_flops = 0.0
-    return value >= other_value and flops <= other_flops and (value > other_value or flops < other_flops)
-
-
-def _value_at(trial: FrozenTrial, rung: int) -> float | None:
-    """A trial's value at a rung: its first report at or after that step (ASHA's), or None if it stopped before."""
-    steps = [step for step in trial.intermediate_values if step >= rung]
-    return trial.intermediate_values[min(steps)] if steps else None

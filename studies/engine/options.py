@@ -28,7 +28,7 @@ from storage import (
 )
 from studies.catalogue.schema import Preset, Study
 from studies.catalogue.tasks import Task
-from studies.engine.ledger import FRESH_SEEDS_FROM, SEEDS_PER_RUN, TABLE_SEEDS_FROM
+from studies.engine.seeds import FRESH_SEEDS_FROM, SEEDS_PER_RUN, TABLE_SEEDS_FROM
 from trainers.data.cache import default_cache_dir
 from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB

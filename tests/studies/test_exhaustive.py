@@ -15,7 +15,8 @@ from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Range, SearchSpace, SearchSpaceError
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import choices
-from studies.engine.ledger import TABLE_SEEDS_FROM, Ledger
+from studies.engine.ledger import Ledger
+from studies.engine.seeds import TABLE_SEEDS_FROM
 from tests.studies.test_ledger import PRESET, make_ledger, report
 
 TABLE = replace(

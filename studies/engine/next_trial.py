@@ -1,0 +1,74 @@
+"""What a study's next searched trial is: an exhaustive table's next entry, or the family whose turn it is
+(its named point first); and the trials of a family that early stopping judges a trial among."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from reports.results.frame import configuration_key
+from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
+from studies.catalogue.schema import Family, GridEntry, NamedPoint
+from studies.engine.queue import COUNTED_STATES, MAX_RETRIES, PlannedTrial
+
+FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
+
+
+def next_table_entry(study: optuna.Study, grid: Sequence[GridEntry], searched: tuple[str, ...]) -> GridEntry | None:
+    """The first table entry (``Study.exhaustive_grid``) that no trial of the store trains or trained,
+    or None. A trial counts for its entry unless it failed with a retry to come."""
+    trained: Counter = Counter()
+    for trial in study.get_trials(deepcopy=False):
+        index = trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)
+        if index is not None and (trial.state != TrialState.FAIL or int(trial.user_attrs.get("attempt", 0)) >= MAX_RETRIES):
+            trained[(trial.user_attrs.get(POINT_ATTRIBUTE), configuration_key(trial.params), index)] += 1
+    for entry in grid:
+        key = (entry.point and entry.point.label, configuration_key(entry.params(searched)), entry.seed_index)
+        if trained[key]:
+            trained[key] -= 1
+        else:
+            return entry
+    return None
+
+
+def with_point_due(study: optuna.Study, points: Sequence[NamedPoint], planned: PlannedTrial) -> PlannedTrial:
+    """``planned`` as its family's named point when no trial of the store has trained that point
+    yet (a failed one's retry is queued with it); else as it is."""
+    asked = {trial.user_attrs.get(POINT_ATTRIBUTE) for trial in study.get_trials(deepcopy=False)}
+    for point in points:
+        if point.family == planned.family and point.label not in asked:
+            return replace(planned, point=point.label, point_values=point.values)
+    return planned
+
+
+def next_family(study: optuna.Study, families: Sequence[Family]) -> Family:
+    """The family with the fewest trials so far (all drivers'; the first on ties): the budget splits evenly.
+
+    Finished, running and queued trials count, a diverged or out-of-memory one too;
+    seed repeats, failed trials (a retry is queued) and combinations rejected before
+    training don't.
+    """
+    trials = study.get_trials(deepcopy=False, states=COUNTED_STATES)
+    asked = Counter(
+        t.user_attrs.get("family")
+        for t in trials
+        if "repeat_of" not in t.user_attrs and t.user_attrs.get(INFEASIBLE_ATTRIBUTE) != FORBIDDEN
+    )
+    return min(families, key=lambda family: asked[family.label])
+
+
+def family_view(study: optuna.Study, family: str | None, view_end: int) -> list[FrozenTrial]:
+    """The searched, trained trials of ``family`` numbered below ``view_end`` (all told: ``Ledger._settled_before``)."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    return [
+        t
+        for t in trials
+        if t.number < view_end
+        and t.user_attrs.get("family") == family
+        and "repeat_of" not in t.user_attrs
+        and INFEASIBLE_ATTRIBUTE not in t.user_attrs
+    ]
