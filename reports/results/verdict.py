@@ -207,35 +207,36 @@ def _holm_per_pair(compared: list[tuple], p_values: list[float | None]) -> list[
     return [float("nan") if pair is None else adjusted[pair] for pair in pairs]
 
 
-def _equivalence(candidate: pd.Series | None, baseline: pd.Series | None, margin: float | None) -> tuple[float, int | None]:
-    """The two one-sided tests' p-value that candidate and baseline differ by less than ``margin`` on their
-    fresh seeds (paired where they share seeds, as ``_test``), and about how many seeds would decide the
-    comparison (``seeds_to_decide``); NaN and None where there is nothing to test."""
-    if candidate is None or baseline is None or margin is None:
-        return float("nan"), None
+def _fresh_values(candidate: pd.Series, baseline: pd.Series) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The two sides' fresh-seed values to test, and whether they pair: the shared seeds where there are
+    two or more, else all of each side's (Welch's); None with fewer than two on a side."""
     shared = sorted(set(candidate["fresh"]) & set(baseline["fresh"]))
     if len(shared) >= 2:
-        a = np.array([candidate["fresh"][k] for k in shared])
-        b = np.array([baseline["fresh"][k] for k in shared])
-        deviation = float(np.std(a - b, ddof=1))
-        p = equivalence_p(a, b, margin, paired=True)
-    else:
-        a, b = np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values()))
-        if len(a) < 2 or len(b) < 2:
-            return float("nan"), None
-        deviation = math.sqrt(float(np.var(a, ddof=1)) + float(np.var(b, ddof=1)))
-        p = equivalence_p(a, b, margin, paired=False)
-    return p, seeds_to_decide(float(a.mean() - b.mean()), deviation, margin)
+        return np.array([candidate["fresh"][k] for k in shared]), np.array([baseline["fresh"][k] for k in shared]), True
+    if len(candidate["fresh"]) >= 2 and len(baseline["fresh"]) >= 2:
+        return np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values())), False
+    return None
+
+
+def _equivalence(candidate: pd.Series | None, baseline: pd.Series | None, margin: float | None) -> tuple[float, int | None]:
+    """The two one-sided tests' p-value that candidate and baseline differ by less than ``margin`` on the
+    values ``_test`` tests (``_fresh_values``), and about how many seeds would decide the comparison
+    (``seeds_to_decide``); NaN and None where there is nothing to test."""
+    values = None if candidate is None or baseline is None or margin is None else _fresh_values(candidate, baseline)
+    if values is None:
+        return float("nan"), None
+    a, b, paired = values
+    deviation = float(np.std(a - b, ddof=1)) if paired else math.sqrt(float(np.var(a, ddof=1)) + float(np.var(b, ddof=1)))
+    return equivalence_p(a, b, margin, paired=paired), seeds_to_decide(float(a.mean() - b.mean()), deviation, margin)
 
 
 def _test(candidate: pd.Series, baseline: pd.Series) -> Test | None:
     """Fresh seeds, which the selection never saw: paired where both trained on the same ones, else Welch's."""
-    shared = sorted(set(candidate["fresh"]) & set(baseline["fresh"]))
-    if len(shared) >= 2:
-        return paired_test(np.array([candidate["fresh"][k] for k in shared]), np.array([baseline["fresh"][k] for k in shared]))
-    if len(candidate["fresh"]) >= 2 and len(baseline["fresh"]) >= 2:
-        return welch_test(np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values())))
-    return None
+    values = _fresh_values(candidate, baseline)
+    if values is None:
+        return None
+    a, b, paired = values
+    return paired_test(a, b) if paired else welch_test(a, b)
 
 
 def _name(pairing: Pairing) -> str:
