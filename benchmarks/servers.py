@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -20,12 +21,44 @@ def postgres_binaries() -> Path | None:
     return found[-1].parent
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """A throw-away server's handle: its URL, and the way to stop and start it again (same port, same data).
+
+    Attributes:
+        url: ``postgresql+psycopg://postgres@127.0.0.1:<port>/optuna`` (no password in it).
+    """
+
+    url: str
+    bin_dir: Path
+    data: Path
+    port: int
+    password: str | None
+
+    def as_postgres(self, *command: str) -> None:
+        """Run a command as user ``postgres`` (the server refuses root)."""
+        given = {"PGPASSWORD": self.password} if self.password is not None else {}
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60, env=os.environ | given
+        )
+
+    def start(self) -> None:
+        """Start the server (its output goes to a log file: a server holding our pipes would keep run() waiting)."""
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c max_connections=200"
+        pg_ctl = str(self.bin_dir / "pg_ctl")
+        self.as_postgres(pg_ctl, "-D", str(self.data / "db"), "-l", str(self.data / "server.log"), "-o", options, "-w", "start")
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: ``immediate`` (no clean-up), ``fast`` (ends every session, as an administrator's shutdown)."""
+        self.as_postgres(str(self.bin_dir / "pg_ctl"), "-D", str(self.data / "db"), "-m", mode, "stop")
+
+
 @contextlib.contextmanager
-def throwaway_postgres(bin_dir: Path, password: str | None = None) -> Iterator[str]:
-    """Start a server in a fresh directory; yield its URL; stop it with ``pg_ctl stop`` and delete the directory.
+def throwaway_postgres_server(bin_dir: Path, password: str | None = None) -> Iterator[PostgresServer]:
+    """Start a server in a fresh directory; yield its handle; stop it and delete the directory.
 
     The server runs as user ``postgres`` on 127.0.0.1 only, with trust authentication, or (``password``)
-    SCRAM authentication that asks user ``postgres`` for that password: the URL yielded holds none.
+    SCRAM authentication that asks user ``postgres`` for that password: the URL holds none.
     """
     data = Path(tempfile.mkdtemp(prefix="damcha-pg-", dir="/tmp"))
     shutil.chown(data, "postgres", "postgres")
@@ -38,29 +71,20 @@ def throwaway_postgres(bin_dir: Path, password: str | None = None) -> Iterator[s
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-
-    def as_postgres(*command: str) -> None:
-        given = {"PGPASSWORD": password} if password is not None else {}
-        subprocess.run(
-            ["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60, env=os.environ | given
-        )
-
-    as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", *auth)
-    # The server's output goes to a log file: a server holding our pipes would keep run() waiting.
-    as_postgres(
-        str(bin_dir / "pg_ctl"),
-        "-D",
-        str(data / "db"),
-        "-l",
-        str(data / "server.log"),
-        "-o",
-        f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c max_connections=200",
-        "-w",
-        "start",
-    )
+    server = PostgresServer(f"postgresql+psycopg://postgres@127.0.0.1:{port}/optuna", bin_dir, data, port, password)
+    server.as_postgres(str(bin_dir / "initdb"), "-D", str(data / "db"), "-U", "postgres", *auth)
+    server.start()
     try:
-        as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/optuna"
+        server.as_postgres(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
+        yield server
     finally:
-        as_postgres(str(bin_dir / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop")
+        with contextlib.suppress(subprocess.CalledProcessError):  # a test may have stopped it
+            server.stop()
         shutil.rmtree(data, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def throwaway_postgres(bin_dir: Path, password: str | None = None) -> Iterator[str]:
+    """``throwaway_postgres_server``'s URL alone."""
+    with throwaway_postgres_server(bin_dir, password) as server:
+        yield server.url

@@ -2,9 +2,9 @@
 
 from storage.database_lock import StoreBusyError
 from storage.factory import StudyLock, open_storage
+from storage.failures import failed_database, full_disk, store_or_disk_failed
 from storage.sqlite_files import (
     check_sqlite_store,
-    full_disk,
     on_read_only_medium,
     sqlite_path,
     sqlite_read_only_flags,
@@ -27,6 +27,7 @@ __all__ = [
     "StoreBusyError",
     "StudyLock",
     "check_sqlite_store",
+    "failed_database",
     "full_disk",
     "masked_url",
     "on_read_only_medium",
@@ -37,4 +38,5 @@ __all__ = [
     "sqlite_path",
     "sqlite_read_only_flags",
     "store_files",
+    "store_or_disk_failed",
 ]

@@ -22,8 +22,9 @@ from typing import Any
 import optuna
 import sqlalchemy
 
+from storage.failures import first_line
 from storage.sqlite_files import SQLITE_TIMEOUT_S, check_sqlite_store, on_read_only_medium, reading_uri, sqlite_path
-from storage.urls import StorageURLError, masked_url, parse_storage_url, resolve_storage_url, scrubbed
+from storage.urls import StorageURLError, masked_url, parse_storage_url, resolve_storage_url
 
 CONNECT_TIMEOUT_S = 10
 SCHEMA_LOCK_NAME = "\0optuna tables"  # the ``StudyLock`` held while Optuna creates a store's tables (no study has a NUL)
@@ -74,7 +75,7 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
             storage.get_all_studies()
         return storage
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.DatabaseError, ModuleNotFoundError, ImportError) as error:
-        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_first_line(error, url)}") from None
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {first_line(error, url)}") from None
     except optuna.exceptions.StorageInternalError as error:  # Optuna 5 wraps the driver's error
         cause = error.__cause__ or error
         if re.search(r"no such table|relation .* does not exist", str(cause)):
@@ -82,13 +83,7 @@ def open_storage(url: str | None = None, *, read_only: bool = False, **heartbeat
                 f"storage URL {masked_url(url)!r}: the database holds no Optuna store (no study tables); "
                 "pass the --storage of a store a study wrote"
             ) from None
-        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {_first_line(cause, url)}") from None
-
-
-def _first_line(error: BaseException, url: str) -> str:
-    """An error's first line, without the URL's secrets."""
-    text = str(error).strip()
-    return scrubbed(text.splitlines()[0] if text else type(error).__name__, url)
+        raise StorageURLError(f"storage URL {masked_url(url)!r}: cannot open the database: {first_line(cause, url)}") from None
 
 
 class StudyLock:

@@ -5,13 +5,10 @@ driver through another name)."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
-
-import psycopg
 
 from storage.database_lock import BUSY, StoreBusyError, held_elsewhere
 from storage.urls import StorageURLError, is_true, masked_url, parse_storage_url
@@ -59,30 +56,6 @@ def _sqlite_file(database: str, uri: bool) -> Path:
     if uri and database.startswith("file:"):
         return Path(urllib.parse.unquote(urllib.parse.urlsplit(database).path))
     return Path(database)
-
-
-def full_disk(error: BaseException, url: str) -> str | None:
-    """What ran out of space, when an exception (or one in its chain of causes) says a disk is full.
-
-    Args:
-        error: An exception a run raised: Optuna's ``StorageInternalError`` wraps the database's.
-        url: The run's storage URL.
-
-    Returns:
-        ``the store <url, masked>`` for SQLite's SQLITE_FULL ("database or disk is full") or
-        PostgreSQL's ``disk_full`` (its server's disk); the file an ``ENOSPC`` OSError names, ``""``
-        for one that names none; None when no disk is full.
-    """
-    chain: list[BaseException] = []
-    cause: BaseException | None = error
-    while cause is not None and cause not in chain:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    if any(isinstance(c, psycopg.errors.DiskFull) or getattr(c, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL for c in chain):
-        return f"the store {masked_url(url)}"
-    full = [c for c in chain if isinstance(c, OSError) and c.errno == errno.ENOSPC]
-    named = [str(c.filename) for c in full if c.filename]
-    return named[0] if named else "" if full else None
 
 
 def store_files(url: str) -> list[Path]:

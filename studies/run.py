@@ -2,9 +2,10 @@
 
 Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL, an
 unreachable database or Ray address, a damaged store, resources no machine has, a path
-where nothing can be written; nothing is written), 3 another driver is writing to the
-same SQLite store, 130 interrupted (Ctrl-C: the trials it stopped are failed and retried
-by the next run; the report is not rewritten), 1 an unexpected error.
+where nothing can be written; nothing is written) or a store or disk that failed during
+the run (full, or a database gone: the finished trials are in the store), 3 another driver
+is writing to the same SQLite store, 130 interrupted (Ctrl-C: the trials it stopped are
+failed and retried by the next run; the report is not rewritten), 1 an unexpected error.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from storage import (
     STORAGE_URL_VARIABLE,
     StorageURLError,
     StoreBusyError,
+    failed_database,
     full_disk,
+    masked_url,
     resolve_storage_url,
 )
 from studies.catalogue import STUDIES, SUITES, get_runnable
@@ -251,14 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 3
-    except Exception as error:  # a disk filled during the run (the store's, Ray Tune's folder): no bug to show
-        if (full := full_disk(error, resolve_storage_url(options.storage))) is None:
+    except Exception as error:  # a disk filled or the database went away during the run: no bug to show
+        if (failed := _failure(error, resolve_storage_url(options.storage))) is None:
             raise
-        full = full or f"a folder this run writes (Ray Tune's {TUNE_DIR}, the data cache)"  # the library named none
-        parser.error(
-            f"no space left on the disk of {full}: free space there, then run the same command again (the finished "
-            "trials are in the store; the running ones are retried)"
-        )
+        print(f"{parser.prog}: error: {failed}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (studies.engine.signals)
         print(
             f"interrupted ({stop_cause()}): the finished trials are in the store, the stopped ones marked failed; "
@@ -267,6 +267,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         return exit_code()
     return 0
+
+
+def _failure(error: BaseException, url: str) -> str | None:
+    """What failed under a run, and the fix, in one sentence, from the error it met: a full disk (the
+    store's, Ray Tune's folder, the data cache) or a database that failed (a server shut down, a connection
+    lost); None for anything else (a bug)."""
+    resume = "run the same command again (the finished trials are in the store; the running ones are retried)"
+    if (full := full_disk(error, url)) is not None:
+        full = full or f"a folder this run writes (Ray Tune's {TUNE_DIR}, the data cache)"  # the library named none
+        return f"no space left on the disk of {full}: free space there, then {resume}"
+    if (words := failed_database(error, url)) is not None:
+        return f"the store {masked_url(url)} failed during the run ({words}): once it answers again, {resume}"
+    return None
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from studies.engine.ledger import Ledger
+from studies.engine.run_fault import RunFault
 
 
 class EarlyStopping(FIFOScheduler):
@@ -14,15 +15,17 @@ class EarlyStopping(FIFOScheduler):
 
     Args:
         ledger: The run's ledger.
+        fault: The run's store or disk failure, kept (``RunFault``): a view of a failed store decides nothing.
     """
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, fault: RunFault) -> None:
         super().__init__()
-        self.ledger = ledger
+        self.ledger, self.fault = ledger, fault
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
         metric = self.ledger.objective.metric
         if "step" not in result or metric not in result:
             return TrialScheduler.CONTINUE
-        stops = self.ledger.stops(trial.config["number"], int(result["step"]), float(result[metric]))
+        number, step, value = trial.config["number"], int(result["step"]), float(result[metric])
+        stops = self.fault.guarded(self.ledger.stops, number, step, value, default=False)
         return TrialScheduler.STOP if stops else TrialScheduler.CONTINUE

@@ -25,6 +25,7 @@ from studies.engine.ledger import Ledger
 from studies.engine.options import TrialResources
 from studies.engine.progress import ProgressLine
 from studies.engine.queue import HEARTBEAT_INTERVAL_S
+from studies.engine.run_fault import FaultStopper, RunFault
 from studies.engine.scheduler import EarlyStopping
 from studies.engine.signals import stop_cause, stopped_by
 from studies.engine.trainable import run_trial
@@ -33,13 +34,13 @@ from studies.engine.trainable import run_trial
 class LedgerSearcher(Searcher):
     """Ray Tune asks the ledger for each trial's configuration."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, fault: RunFault) -> None:
         super().__init__()
-        self.ledger = ledger
+        self.ledger, self.fault = ledger, fault
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        config = self.ledger.ask(trial_id)
-        if config is not None:
+        config = self.fault.guarded(self.ledger.ask, trial_id, default=None)
+        if config is not None or self.fault.error is not None:
             return config
         return Searcher.FINISHED if self.ledger.done() else None  # None: ask again later (a retry may come)
 
@@ -54,26 +55,28 @@ class LedgerSearcher(Searcher):
 
 
 class LedgerCallback(Callback):
-    """Hands every result and trial ending to the ledger (runs in the driver)."""
+    """Hands every result and trial ending to the ledger (runs in the driver); once the store failed
+    (``RunFault``), nothing more: the rerun recovers what was running."""
 
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, ledger: Ledger, fault: RunFault) -> None:
+        self.ledger, self.fault = ledger, fault
         self.last_heartbeat = time.monotonic()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         if time.monotonic() - self.last_heartbeat > HEARTBEAT_INTERVAL_S:
-            self.ledger.heartbeat()
+            self.fault.guarded(self.ledger.heartbeat, default=None)
             self.last_heartbeat = time.monotonic()
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
-        self.ledger.record_report(trial.config["number"], result)
+        self.fault.guarded(self.ledger.record_report, trial.config["number"], result, default=None)
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        self.ledger.finish(trial.config["number"], trial.last_result, None)
+        self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, None, default=None)
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
         exception = _exception(trial)
-        self.ledger.finish(trial.config["number"], trial.last_result, _error_text(trial, exception), exception)
+        error = _error_text(trial, exception)
+        self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, error, exception, default=None)
 
 
 def _exception(trial) -> BaseException | None:
@@ -115,17 +118,21 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
     Raises:
         KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP (``studies.engine.signals``) or SIGUSR1 (Ray Tune's
             own signal to stop a run); the running trials were failed first (``Ledger.interrupt``).
+        Exception: the store filled up or failed, or Ray Tune's folder filled up (``RunFault``): the
+            error met, once Tune stopped; the running trials were failed first where the store could
+            still be written, else the rerun recovers them.
     """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no tables, our progress line instead
     # Tune would swallow Ctrl-C and return as if done (exit 0, a partial report): let it raise.
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     request, fits = trial_request(resources)
+    fault = RunFault()
     concurrency = min(fits, ledger.preset.parallel_trials)  # more would change no decision, only wait (ledger)
     tuner = tune.Tuner(
         tune.with_resources(run_trial, request),
         tune_config=tune.TuneConfig(
-            search_alg=LedgerSearcher(ledger),
-            scheduler=EarlyStopping(ledger),
+            search_alg=LedgerSearcher(ledger, fault),
+            scheduler=EarlyStopping(ledger, fault),
             num_samples=-1,  # the searcher says when it is finished: retries may add trials
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a trial's worker runs the next one: no new process and imports per trial
@@ -134,15 +141,21 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
         run_config=tune.RunConfig(
             name=name,
             storage_path=str(TUNE_DIR.resolve()),
-            callbacks=[LedgerCallback(ledger), ProgressLine(ledger, concurrency)],
+            callbacks=[LedgerCallback(ledger, fault), ProgressLine(ledger, concurrency)],
+            stop=FaultStopper(fault),
             verbose=0,
         ),
     )
     try:
-        tuner.fit()
+        with fault.ray_logs_watched():
+            tuner.fit()
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP
         ledger.interrupt(stop_cause())
         raise
+    if fault.error is not None:
+        met, fault.error = fault.error, None  # guarded again: the store may refuse this too
+        fault.guarded(ledger.interrupt, "its store or a disk failed", default=None)
+        raise met
     if not ledger.done():  # Tune returned before the trials ended: its own SIGUSR1 handler stops a run (tune.py)
         stopped_by(signal.SIGUSR1)
         ledger.interrupt(stop_cause())
