@@ -1,11 +1,6 @@
 """Run a named study: ``python -m studies.run NAME [options]``; ``--list`` shows the studies.
 
-Exit codes: 0 done, 2 bad input (unknown study, option, knob or storage URL, an
-unreachable database or Ray address, a damaged store, resources no machine has, a path
-where nothing can be written; nothing is written) or a store or disk that failed during
-the run (full, or a database gone: the finished trials are in the store), 3 another driver
-is writing to the same SQLite store, 130 interrupted (Ctrl-C: the trials it stopped are
-failed and retried by the next run; the report is not rewritten), 1 an unexpected error.
+Exit codes: ``EPILOG`` (``--help`` prints them); docs/guarantees.md says what each promises.
 """
 
 from __future__ import annotations
@@ -17,11 +12,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+# Only what the command line needs before it runs: --help and bad arguments answer without torch, Ray or
+# datasets (seconds of imports); main imports the rest once the arguments are read.
 from common.naming import UnknownNameError
 from common.outputs import TUNE_DIR, exit_with
 from reports.files import OutputPathError
-from search_space.space import SearchSpaceError, Value
 from storage import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,
@@ -32,12 +29,13 @@ from storage import (
     masked_url,
     resolve_storage_url,
 )
-from studies.catalogue import STUDIES, SUITES, get_runnable
-from studies.catalogue.schema import Suite
-from studies.engine.options import LOCAL_ADDRESS, LOCAL_ONLY_VARIABLE
+from studies.engine.ray_address import prepare_ray_environment
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
-from trainers.train import PRECISIONS
+from trainers.precisions import PRECISIONS
+
+if TYPE_CHECKING:
+    from search_space.space import Value
 
 EPILOG = """examples:
   python -m studies.run lra_sharing                       # the quick preset, local Ray, SQLite store
@@ -45,6 +43,15 @@ EPILOG = """examples:
   python -m studies.run lra_sharing --plan                # what a run would do and cost; writes nothing
   python -m studies.run lra_sharing --fix num_heads=4     # pin a knob (a separate study)
   optuna-dashboard sqlite:///runs/optuna.db               # browse the store
+
+exit codes:
+  0    done
+  2    bad input (nothing is written), or a store or disk that failed during the run (the finished trials
+       are in the store: the same command resumes)
+  3    another driver is writing to the same SQLite store
+  130  interrupted by Ctrl-C (143 SIGTERM, 129 SIGHUP, 138 SIGUSR1): the stopped trials are failed and
+       retried by the next run; the report is not rewritten
+  1    an unexpected error
 """
 
 
@@ -83,26 +90,6 @@ def positive_number(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{value} must be a number above 0")
     return value
-
-
-def prepare_ray_environment(address: str | None) -> None:
-    """Set what Ray reads once, when imported, for the Ray this run will join or start.
-
-    A local run (no ``--address``, no ``RAY_ADDRESS``, or either ``local``) keeps its Ray on loopback; joining a
-    cluster by ``host:port`` needs Ray's token mode when a token exists (``ray start --head``
-    writes ``~/.ray/auth_token``). A variable the user set is left alone, and so is a cluster's
-    binding: its operator configured it.
-
-    Args:
-        address: the ``--address`` option, if given.
-    """
-    if "ray" in sys.modules:  # too late for this process, and Ray processes it starts later would inherit a mismatch
-        return
-    address = address or os.environ.get("RAY_ADDRESS")
-    if not address or address == LOCAL_ADDRESS:  # Ray starts here, for this run: on loopback
-        os.environ.setdefault(LOCAL_ONLY_VARIABLE, "0")
-    elif address != "auto" and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(0o077)  # the store, its lock, reports and Ray's files describe studies: their owner's alone
     parser = build_parser()
     args = parser.parse_args(argv)
+    from search_space.space import SearchSpaceError
+    from studies.catalogue import STUDIES, SUITES, get_runnable
+    from studies.catalogue.schema import Suite
+
     if args.list:
         runnable = {**STUDIES, **SUITES}
         width = max(len(name) for name in runnable)

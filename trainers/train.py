@@ -26,8 +26,8 @@ from trainers.data.recall import IGNORE
 from trainers.knobs import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
+from trainers.precisions import PRECISIONS
 
-PRECISIONS = ("fp32", "bf16")
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 

@@ -1,6 +1,8 @@
 """The engine: everything that runs a study, one job per module.
 
 options      a run's options, checked before anything is written
+errors       the error every option check raises (light: checks that run before torch and Ray raise it)
+ray_address  the Ray a run joins or starts, settled before Ray is imported: the address checked, its variables
 records      the run's Optuna study, created or resumed, with its settings recorded
 queue        the store as the queue of planned trials (next family, retries, repeats); dead drivers' trials
 ledger       asks configurations and records every report and ending in the Optuna study

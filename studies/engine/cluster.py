@@ -7,7 +7,9 @@ import os
 
 import ray
 
-from studies.engine.options import LOCAL_ADDRESS, StudyOptionError, TrialResources
+from studies.engine.errors import StudyOptionError
+from studies.engine.options import TrialResources
+from studies.engine.ray_address import LOCAL_ADDRESS
 from studies.engine.signals import stop_on_signals
 from trainers.memory import GIB
 

@@ -19,8 +19,10 @@ from optuna.trial import TrialState
 
 from storage import masked_url, open_storage, parse_storage_url, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
-from studies.engine.options import LOCAL_ADDRESS, CheckedRun, RunOptions, StudyOptionError, check_local_resources, check_options
+from studies.engine.errors import StudyOptionError
+from studies.engine.options import CheckedRun, RunOptions, check_local_resources, check_options
 from studies.engine.queue import queued, trials_counted
+from studies.engine.ray_address import LOCAL_ADDRESS
 from studies.engine.repeats import most_repeats
 from studies.engine.trial_config import model_config_of, unsearched_where_active
 from trainers.config import ModelConfig

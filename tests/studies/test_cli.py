@@ -18,6 +18,8 @@ from storage import single_writer
 from studies.catalogue import STUDIES, SUITES, get_study
 from studies.run import build_parser, main
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -368,3 +370,17 @@ def test_an_address_where_something_answers_but_no_driver_joins_fails_within_the
     assert code == 2 and time.monotonic() - started < 8 + 20  # the check's bound, and Python and Ray starting
     assert re.search(rf"(something answers at|cannot join the Ray cluster at) --address {re.escape(address)}", error), error
     assert "Traceback" not in error and not store.exists()
+
+
+def test_help_imports_neither_torch_nor_ray_nor_datasets_and_lists_the_exit_codes() -> None:
+    """``--help`` answers in about a second: the libraries that take seconds to import wait until the arguments
+    are read (it took 6-8 s when the study catalogue came first)."""
+    script = (
+        "import sys\nfrom studies.run import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as stop:\n    code = stop.code\n"
+        "print(sorted(m for m in ('torch', 'ray', 'datasets') if m in sys.modules), code, file=sys.stderr)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert shown.stderr.strip().splitlines()[-1] == "[] 0", shown.stderr
+    codes = shown.stdout[shown.stdout.index("exit codes:") :]
+    assert all(re.search(rf"^\s+{code}\s", codes, re.MULTILINE) for code in (0, 1, 2, 3, 130)), codes

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studies.run import LOCAL_ONLY_VARIABLE
+from studies.engine.ray_address import LOCAL_ONLY_VARIABLE
 from tests.commands import smoke_study_command
 from tests.processes import descendants, kill_tree, listeners, wait_for_training_worker
 
