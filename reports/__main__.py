@@ -2,8 +2,9 @@
 
     python -m reports STUDY [--storage URL] [-o FILE] [--plotlyjs inline|cdn] [--png DIR]
                             [--csv DIR] [--markdown FILE|-]
-    python -m reports list [--storage URL]
+    python -m reports list [--storage URL] [--format text|json|csv|markdown]
     python -m reports compare STUDY STUDY ... [--storage URL ...] [-o FILE] [--png DIR]
+                              [--csv DIR] [--markdown FILE|-]
 
 A STUDY is a whole name (``lra_sharing-quick-v6``) or a short one: ``lra_sharing`` is the
 newest version of its default preset in the store, ``lra_sharing-smoke`` of its smoke preset.
@@ -25,12 +26,13 @@ from pathlib import Path
 from typing import TextIO
 
 import optuna
+import pandas as pd
 
 from common.outputs import REPORTS_DIR, exit_with, write_atomically
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
-from reports.store_index import AmbiguousNameError, listing, resolve_study_name
+from reports.store_index import AmbiguousNameError, listing, listing_data, resolve_study_name
 from storage import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,
@@ -39,6 +41,8 @@ from storage import (
     resolve_storage_url,
     store_files,
 )
+
+FORMATS = ("text", "json", "csv", "markdown")  # what ``list`` prints
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--png", type=Path, metavar="DIR", help="also write each figure as PNG into DIR (needs Chrome/Chromium; default: no)"
     )
     parser.add_argument(
-        "--csv", type=Path, metavar="DIR", help="also write <study>-fronts.csv and <study>-verdict.csv into DIR (default: no)"
+        "--csv",
+        type=Path,
+        metavar="DIR",
+        help="also write <study>-fronts.csv and <study>-verdict.csv into DIR; compare: compare-fronts.csv and "
+        "compare-verdict.csv, a study column first (default: no)",
     )
     parser.add_argument(
         "--markdown", metavar="FILE", help="also write the verdict and both tables as Markdown to FILE, or - for stdout"
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="list: text, or the same as data on stdout: one row per study and family (default: text)",
     )
     return parser
 
@@ -127,7 +140,7 @@ def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     stores = args.storage or [None]
     if len(stores) > 1 and command != "compare":
         parser.error(f"{command} reads one store: give --storage once (compare takes several)")
-    refused = {"list": ("output", "png", "csv", "markdown"), "compare": ("csv", "markdown"), "report": ()}[command]
+    refused = {"list": ("output", "png", "csv", "markdown"), "compare": ("format",), "report": ("format",)}[command]
     for name in refused:
         if getattr(args, name) is not None:
             parser.error(f"{command} writes no {'-o file' if name == 'output' else '--' + name}: leave the option out")
@@ -145,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         urls = list(dict.fromkeys(resolve_storage_url(url) for url in (args.storage or [None])))
         stores = {url: open_storage(url, read_only=True) for url in urls}
         if command == "list":
-            print(listing(stores[urls[0]], urls[0]))
+            print(
+                listing(stores[urls[0]], urls[0])
+                if args.format in (None, "text")
+                else _as(args.format, listing_data(stores[urls[0]]))
+            )
             return 0
         output = args.output or (REPORTS_DIR / "compare.html" if command == "compare" else None)
         found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
@@ -159,22 +176,24 @@ def main(argv: list[str] | None = None) -> int:
                 check_writable_dir(directory, option)
         if args.png:
             check_renderer()
-        for path, option in _table_paths(found[0].study.study_name, args):
+        for path, option in _table_paths(_tables_name([one.study.study_name for one in found]), args):
             check_writable_file(path, option, keep=kept)
     except (StorageURLError, LookupError, OutputPathError, RendererError) as error:
         parser.error(str(error))
-    from reports.html import compare_html, report_html  # plotly: seconds of import that `list` never needs
+    from reports.html import compare_html, compared, report_html  # plotly: seconds of import that `list` never needs
 
     try:
         if command == "compare":
-            page, figures = compare_html([(one.study, one.url) for one in found], plotlyjs=args.plotlyjs)
+            read = compared([(one.study, one.url) for one in found])
+            page, figures = compare_html(read, plotlyjs=args.plotlyjs)
         else:
-            results = StudyResults.read(found[0].study)
-            page, figures = report_html(found[0].study, found[0].url, plotlyjs=args.plotlyjs, results=results)
+            read = {found[0].study.study_name: StudyResults.read(found[0].study)}
+            page, figures = report_html(
+                found[0].study, found[0].url, plotlyjs=args.plotlyjs, results=read[found[0].study.study_name]
+            )
         path = write_atomically(output, page)
         said = sys.stderr if args.markdown == "-" else sys.stdout  # stdout holds the Markdown alone
-        if command == "report":
-            _write_tables(found[0].study.study_name, results, args, said)
+        _write_tables(read, args, said)
         if args.png:
             print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
@@ -186,23 +205,45 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _tables_name(studies: list[str]) -> str:
+    """What the table files are named after: the one study, or ``compare`` for several."""
+    return studies[0] if len(studies) == 1 else "compare"
+
+
 def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
     """The files ``--csv`` and ``--markdown`` write (stdout is none), with the option that names each."""
     paths = [(args.csv / f"{name}-{table}.csv", "--csv") for table in ("fronts", "verdict")] if args.csv else []
     return paths + ([(Path(args.markdown), "--markdown")] if args.markdown not in (None, "-") else [])
 
 
-def _write_tables(name: str, results: StudyResults, args: argparse.Namespace, said: TextIO) -> None:
-    """``--csv`` and ``--markdown``: the report's tables as data (``reports.tables``); what was written is ``said``."""
+def _write_tables(read: dict[str, StudyResults], args: argparse.Namespace, said: TextIO) -> None:
+    """``--csv`` and ``--markdown``: the tables as data (``reports.tables``), of one study or (several: a
+    comparison) each study's, with a ``study`` column first; what was written is ``said``."""
     from reports.tables import fronts_data, markdown, verdict_data
 
+    name = _tables_name(list(read))
     if args.csv:  # for analysis: numbers as numbers, one quantity a column (the display strings are Markdown's)
-        for table, frame in (("fronts", fronts_data(results)), ("verdict", verdict_data(results))):
+        for table, data in (("fronts", fronts_data), ("verdict", verdict_data)):
+            frames = [data(results) for results in read.values()]
+            if len(read) > 1:
+                frames = [frame.assign(study=label)[["study", *frame.columns]] for label, frame in zip(read, frames, strict=True)]
+            frame = pd.concat(frames, ignore_index=True)
             print(f"{table} table: {write_atomically(args.csv / f'{name}-{table}.csv', frame.to_csv(index=False))}", file=said)
-    if args.markdown == "-":
-        print(markdown(name, results))
-    elif args.markdown:
-        print(f"markdown: {write_atomically(Path(args.markdown), markdown(name, results))}", file=said)
+    if args.markdown:
+        text = "\n".join(markdown(label, results) for label, results in read.items())
+        if args.markdown == "-":
+            print(text)
+        else:
+            print(f"markdown: {write_atomically(Path(args.markdown), text)}", file=said)
+
+
+def _as(form: str, frame: pd.DataFrame) -> str:
+    """A table as JSON (records), CSV or Markdown text."""
+    if form == "json":
+        return frame.to_json(orient="records", indent=1, force_ascii=False)
+    if form == "csv":
+        return frame.to_csv(index=False).rstrip("\n")
+    return frame.to_markdown(index=False)
 
 
 if __name__ == "__main__":

@@ -221,20 +221,29 @@ def write_report(
     return write_atomically(path, page)
 
 
-def compare_html(studies: list[tuple[optuna.Study, str]], *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
+def compared(studies: list[tuple[optuna.Study, str]]) -> dict[str, StudyResults]:
+    """Each study's results, read once, by its label: its name, with its store's URL (masked) when the
+    studies come from several stores.
+
+    Args:
+        studies: Each study and the URL of the store it was read from.
+    """
+    several_stores = len({url for _, url in studies}) > 1
+    labels = [f"{study.study_name} ({masked_url(url)})" if several_stores else study.study_name for study, url in studies]
+    return {label: StudyResults.read(study) for label, (study, _) in zip(labels, studies, strict=True)}
+
+
+def compare_html(read: dict[str, StudyResults], *, plotlyjs: PlotlyJs = "inline") -> tuple[str, dict[str, go.Figure]]:
     """One page comparing several studies, from one store or several: their fronts on one set of
     axes, then each study's verdict, verdict table and front table.
 
     Args:
-        studies: Each study and the URL of the store it was read from (shown masked).
+        read: Each study's results by its label (``compared``).
         plotlyjs: See ``report_html``.
 
     Returns:
         The page, and its figure by id (for static images).
     """
-    several_stores = len({url for _, url in studies}) > 1
-    labels = [f"{study.study_name} ({masked_url(url)})" if several_stores else study.study_name for study, url in studies]
-    read = {label: StudyResults.read(study) for label, (study, _) in zip(labels, studies, strict=True)}
     figures = {"compare-figure": compare_figure({label: results.frame for label, results in read.items()})}
     (div,) = _figures_html(list(figures.items()), plotlyjs)
     sections = "".join(

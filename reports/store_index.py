@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 import optuna
+import pandas as pd
 
 from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
@@ -73,6 +74,18 @@ def _counts(counter: Counter, order: tuple[str, ...]) -> str:
 _STATES = ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING", "WAITING")  # outcomes, in the order listed
 
 
+def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.StudySummary, dict[str, Counter]]]:
+    """The store's studies by name, each with its trials' outcomes counted by family."""
+    summaries = sorted(optuna.get_all_study_summaries(storage), key=lambda summary: summary.study_name)
+    counted = []
+    for summary in summaries:
+        families: dict[str, Counter] = {}
+        for trial in optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False):
+            families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
+        counted.append((summary, families))
+    return counted
+
+
 def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
     """The store's studies, one block each: trials by state and by family, and the recorded verdict.
 
@@ -80,17 +93,32 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
         storage: The store, opened for reading.
         storage_url: Its URL, shown masked.
     """
-    summaries = sorted(optuna.get_all_study_summaries(storage), key=lambda summary: summary.study_name)
-    lines = [f"{masked_url(storage_url)}: {len(summaries)} {'study' if len(summaries) == 1 else 'studies'}"]
-    for summary in summaries:
-        trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False)
-        families: dict[str, Counter] = {}
-        for trial in trials:
-            families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
+    studies = _studies(storage)
+    lines = [f"{masked_url(storage_url)}: {len(studies)} {'study' if len(studies) == 1 else 'studies'}"]
+    for summary, families in studies:
         states = sum(families.values(), Counter())
-        lines.append(f"\n{summary.study_name}: {len(trials)} trials" + (f" ({_counts(states, _STATES)})" if trials else ""))
+        total = sum(states.values())
+        lines.append(f"\n{summary.study_name}: {total} trials" + (f" ({_counts(states, _STATES)})" if total else ""))
         for family, counted in families.items():
             lines.append(f"  {family}: {sum(counted.values())} ({_counts(counted, _STATES)})")
         verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE)
         lines.append(f"  verdict: {verdict}" if verdict else "  verdict: none recorded (the run has not finished)")
     return "\n".join(lines)
+
+
+def listing_data(storage: optuna.storages.BaseStorage) -> pd.DataFrame:
+    """``listing`` as data: one row per study and family, its trials counted by outcome (a column each, numbers),
+    and the study's recorded verdict (empty when none); a study without trials has one row, family empty.
+
+    Args:
+        storage: The store, opened for reading.
+    """
+    rows = []
+    for summary, families in _studies(storage):
+        verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE) or ""
+        for family, counted in families.items() or [("", Counter())]:
+            outcomes = {state.lower(): counted[state] for state in _STATES}
+            row = {"study": summary.study_name, "family": family, "trials": sum(counted.values())}
+            rows.append(row | outcomes | {"verdict": verdict})
+    columns = ["study", "family", "trials", *(state.lower() for state in _STATES), "verdict"]
+    return pd.DataFrame(rows, columns=columns)

@@ -4,6 +4,8 @@ and ``compare`` across stores, on real SQLite stores (the smoke study's, and mad
 from __future__ import annotations
 
 import html
+import io
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -100,6 +102,22 @@ def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smok
         main(["list", "--storage", url, "--csv", str(tmp_path)])  # list writes nothing
     assert exited.value.code == 2 and "list writes no --csv" in capsys.readouterr().err
 
+    # The same as data: a row per study and family, counts as numbers, in each format.
+    assert main(["list", "--storage", url, "--format", "json"]) == 0
+    rows = pd.DataFrame(json.loads(capsys.readouterr().out))
+    smoke = rows[rows["study"] == SMOKE_STUDY]
+    assert set(smoke["family"]) == families and smoke["trials"].sum() == len(trials)
+    assert (smoke["complete"] + smoke["pruned"] + smoke["fail"] + smoke["infeasible"] + smoke["running"]).sum() == len(trials)
+    assert set(smoke["verdict"]) == {study.user_attrs["verdict"]}
+    assert rows[rows["study"] == "lra_sharing-quick-v6"][["family", "trials", "verdict"]].values.tolist() == [["", 0, ""]]
+    assert main(["list", "--storage", url, "--format", "csv"]) == 0
+    assert pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False).equals(rows)
+    assert main(["list", "--storage", url, "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("| study ")
+    with pytest.raises(SystemExit) as exited:
+        main([SMOKE_STUDY, "--storage", url, "--format", "json"])  # a report has its own --csv and --markdown
+    assert exited.value.code == 2 and "writes no --format" in capsys.readouterr().err
+
 
 def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, tmp_path: Path, capsys) -> None:
     url = smoke_run["url"]
@@ -161,6 +179,16 @@ def test_compare_across_two_stores_shows_each_study_s_verdict_and_tables(smoke_r
     said = capsys.readouterr().out
     if shutil.which("chromium"):
         assert (png / "compare-figure.png").stat().st_size > 10_000, said
+    # Its tables as data: a study column first, each study's rows as its own report's.
+    tables, markdown = tmp_path / "csv", tmp_path / "compare.md"
+    assert main([*argv[:6], "-o", str(out), "--csv", str(tables), "--markdown", str(markdown)]) == 0
+    fronts = pd.read_csv(tables / "compare-fronts.csv")
+    one = pd.read_csv(tables / "compare-verdict.csv")
+    assert fronts.columns[0] == one.columns[0] == "study"
+    assert set(fronts["study"]) == {f"{SMOKE_STUDY} ({url})" for url in (laptop, cluster)}
+    results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=laptop))
+    assert len(one) == 2 * len(verdict_frame(results)) and len(fronts) == 2 * len(fronts_frame(results))
+    assert markdown.read_text().count(f"# {SMOKE_STUDY} (") == 2
     with pytest.raises(SystemExit) as exited:
         main(["compare", "lra_sharing", "--storage", laptop])  # one study is no comparison
     assert exited.value.code == 2 and "compare found only" in capsys.readouterr().err
