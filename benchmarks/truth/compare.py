@@ -3,11 +3,12 @@
     python -m benchmarks.truth.compare                        # 100 replays of each strategy on lra_sharing's table
     python -m benchmarks.truth.compare --replays 20 --only random
     python -m benchmarks.truth.compare --trials 48 --only "TPE per family"   # at twice the quick budget
+    python -m benchmarks.truth.compare --repeat-seeds 3       # the compared configurations on 3 fresh seeds, not 6
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
     python -m benchmarks.truth.compare --against today        # each strategy against one, study seed by study seed
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
-written as it ends, with its budget and the table's content hash: re-running the same command
+written as it ends, with its budget (trials, repeat seeds) and the table's content hash: re-running the same command
 replays only what that file lacks for the table as it is now (a table that grew is replayed
 afresh).
 
@@ -153,6 +154,7 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
     return {
         "strategy": name,
         "trials": r.preset.trials,
+        "repeat_seeds": r.preset.repeat_seeds,
         "seed": seed,
         "table": r.version,
         "agrees": scored.agrees,
@@ -181,7 +183,8 @@ def run_replays(
         names: Strategies (``STRATEGIES``).
         replays: Studies of each.
         definition: The study the table is of.
-        preset: Its budget, whose space the table covers (its ``trials``: the replayed studies').
+        preset: Its budget, whose space the table covers (its ``trials`` and ``repeat_seeds``: the replayed
+            studies'; the repeats capped at the table's judging seeds, ``replay_preset``).
         workers: Replays at once, each in a process of its own (a replay is single-threaded Python);
             a replay's figures do not depend on it, only its ``replay_seconds``.
 
@@ -197,9 +200,10 @@ def run_replays(
     with _alone(path):
         table = load(table_file)
         version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
+        preset = replay_preset(preset, table)
         replaying = _Replaying(
             definition,
-            replay_preset(preset, table),
+            preset,
             table,
             true_verdict(table),
             point_truths(table),
@@ -211,17 +215,21 @@ def run_replays(
         rows = [
             row
             for row in done.to_dict("records")
-            if row["table"] == version and all(pd.notna(row.get(column)) for column in ("trials", "concludes", "leaked_repeats"))
+            if row["table"] == version
+            and all(pd.notna(row.get(column)) for column in ("trials", "repeat_seeds", "concludes", "leaked_repeats"))
         ]
-        have = {(row["strategy"], int(row["trials"]), int(row["seed"])) for row in rows}
-        wanted = [(name, seed) for name in names for seed in range(replays) if (name, preset.trials, seed) not in have]
+        budget = (preset.trials, preset.repeat_seeds)
+        have = {(row["strategy"], int(row["trials"]), int(row["repeat_seeds"]), int(row["seed"])) for row in rows}
+        wanted = [(name, seed) for name in names for seed in range(replays) if (name, *budget, seed) not in have]
         # The file in one order whatever a run names (``STRATEGIES``', then strategies no longer there), so that
         # its diffs show the rows a run added; then by budget and seed.
         order = {name: rank for rank, name in enumerate(dict.fromkeys([*STRATEGIES, *(row["strategy"] for row in rows)]))}
 
         def keep(row: dict[str, object]) -> None:
             rows.append(row)
-            rows.sort(key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["seed"])))
+            rows.sort(
+                key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["repeat_seeds"]), int(kept["seed"]))
+            )
             write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
 
         if workers <= 1 or len(wanted) <= 1:
@@ -234,7 +242,8 @@ def run_replays(
                 for future in as_completed([pool.submit(_replay_row, name, seed) for name, seed in wanted]):
                     keep(future.result())
         frame = pd.DataFrame(rows)
-        frame = frame[frame["strategy"].isin(names) & (frame["trials"] == preset.trials)]
+        at_budget = (frame["trials"] == preset.trials) & (frame["repeat_seeds"] == preset.repeat_seeds)
+        frame = frame[frame["strategy"].isin(names) & at_budget]
         return frame.sort_values("strategy", key=lambda column: column.map(names.index), kind="stable").reset_index(drop=True)
 
 
@@ -255,6 +264,7 @@ def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.Data
         row = {
             "strategy": name,
             "trials": int(group["trials"].iloc[0]),
+            "repeat seeds": int(group["repeat_seeds"].iloc[0]),
             "replays": len(group),
             "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
             "verdict concludes alike": f"{group['concludes'].astype(bool).mean():.0%}",
@@ -364,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trials", type=int, help="trials of each replayed study, its families' and named points' (default: the quick preset's)"
     )
+    parser.add_argument(
+        "--repeat-seeds",
+        type=int,
+        metavar="K",
+        help="fresh seeds each compared configuration is repeated on (default: the quick preset's, at most the "
+        "table's judging seeds)",
+    )
     parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
     parser.add_argument("--horizon", type=float, default=1.0, help="device-hours over which the hypervolume share is averaged")
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (docs/truth.md's)")
@@ -376,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.replays < 1:
         parser.error(f"--replays must be 1 or more, got {args.replays}")
+    if args.repeat_seeds is not None and args.repeat_seeds < 1:
+        parser.error(f"--repeat-seeds must be 1 or more, got {args.repeat_seeds}")
     if args.workers < 1:
         parser.error(f"--workers must be 1 or more, got {args.workers}")
     if not (math.isfinite(args.horizon) and args.horizon > 0):
@@ -392,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.trials is not None:
             check_trials_cover_families(definition, args.trials)
             preset = replace(preset, trials=args.trials)
+        if args.repeat_seeds is not None:
+            preset = replace(preset, repeat_seeds=args.repeat_seeds)
         frame = run_replays(args.table, names, args.replays, definition, preset, workers=args.workers)
     except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)

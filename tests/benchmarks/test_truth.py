@@ -120,6 +120,7 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
         ("compare", ["--replays", "-5"], "--replays must be 1 or more"),
         ("compare", ["--horizon", "nan"], "--horizon must be a positive"),
         ("compare", ["--workers", "0"], "--workers must be 1 or more"),
+        ("compare", ["--repeat-seeds", "0"], "--repeat-seeds must be 1 or more"),
         ("truth", ["--resamples", "-1"], "--resamples must be 0 or more"),
         ("build", ["--study", "cross_head"], "has no table preset; studies with one: lra_sharing"),
         ("build", ["--study", "lra_sharin"], "did you mean 'lra_sharing'"),
@@ -355,6 +356,9 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     assert again["replay_seconds"].tolist()[:2] == kept["replay_seconds"].tolist()
     larger = run_replays(path, [name], 1, definition, replace(preset, trials=12))  # another budget: kept apart
     assert larger["trials"].tolist() == [12] and len(pd.read_csv(replays_path(path))) == 4
+    assert first["repeat_seeds"].iloc[0] > 1
+    fewer = run_replays(path, [name], 1, definition, replace(preset, repeat_seeds=1))  # fewer repeats: kept apart too
+    assert fewer["repeat_seeds"].tolist() == [1] and len(pd.read_csv(replays_path(path))) == 5
     changed = committed.rows.copy()
     changed.loc[0, "wall_seconds"] += 1.0
     write(changed, committed.provenance, path)  # the table changed: its replays are redone
