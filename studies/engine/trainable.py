@@ -70,6 +70,10 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
         studies.engine.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
+    # A float sum's order follows the thread count, and 3000 steps turn 1e-7 into a different model: a trial
+    # trains on the threads it asked for, whatever the environment says (OMP_NUM_THREADS), so that a
+    # configuration on a seed gives the same numbers in every run.
+    torch.set_num_threads(placement.cpus)
     if config["train"].get("compile"):
         use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
     if placement.device == "cuda":

@@ -16,10 +16,8 @@ TIMED = {"examples_per_s", "tokens_per_s", "flops_per_s", "wall_seconds", "compi
 TRIAL = """
     import dataclasses, json, sys
     from pathlib import Path
-    import torch
     from studies.catalogue import LRA_SHARING
     from studies.engine.trainable import TrialDevice, train_trial
-    torch.set_num_threads(1)  # what Ray gives a trial of one CPU (OMP_NUM_THREADS=1)
     preset = LRA_SHARING.preset("smoke")
     config = {
         "model": preset.task.model_fields() | dict(
@@ -38,14 +36,15 @@ TRIAL = """
 """
 
 
-def _trial(mode: str, cache: Path, memory_bytes: int = 0) -> list[dict]:
-    """Every report of one DAMCHA trial, trained in a process of its own as a Ray worker trains it."""
+def _trial(mode: str, cache: Path, memory_bytes: int = 0, threads: int = 1) -> list[dict]:
+    """Every report of one DAMCHA trial of one CPU, trained in a process of its own as a Ray worker trains it,
+    with ``threads`` as the environment's OMP_NUM_THREADS (Ray's, or a user's)."""
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(TRIAL), mode, str(cache), str(memory_bytes)],
         capture_output=True,
         text=True,
         timeout=300,
-        env=os.environ | {"OMP_NUM_THREADS": "1"},
+        env=os.environ | {"OMP_NUM_THREADS": str(threads)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -54,10 +53,11 @@ def _trial(mode: str, cache: Path, memory_bytes: int = 0) -> list[dict]:
 def test_a_damcha_trial_trains_bit_for_bit_the_same_with_the_machine_loaded(tmp_path: Path) -> None:
     for mode in ("cross", "rowsum"):
         quiet = _trial(mode, tmp_path)
-        # Every core busy, and the second trial under a memory budget as --trial-memory gives one.
+        # Every core busy, the second trial under a memory budget as --trial-memory gives one, and an environment
+        # that asks for another thread count (a float sum's order follows it: 1e-7 apart at step 120 otherwise).
         spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
         try:
-            loaded = _trial(mode, tmp_path, memory_bytes=2**31)
+            loaded = _trial(mode, tmp_path, memory_bytes=2**31, threads=2)
         finally:
             for spinner in spinners:
                 spinner.kill()
