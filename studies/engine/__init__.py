@@ -11,7 +11,8 @@ stopping     early stopping's rule: the rungs, and whether a family's trials the
 seeds        the seed layout: a run's trials, its seed repeats and a table's runs never share a seed
 trial_config a trial's model configuration from its knobs and the fixed values that apply
 sampler      the Optuna sampler, and infeasible configurations told to it
-study_view   a study as a sampler sees it: its trials shown through a function
+optuna_internals  what the samplers need of Optuna's internals, in one place: a study's trials shown through
+             a function (``StudyView``), an enqueued trial's values (``queued_values``)
 repeats      each family's selected configurations queued again on fresh seeds
 cluster      Ray: join a cluster or start a local one; what one trial asks of it
 signals      SIGTERM and SIGHUP stop a run as Ctrl-C does

@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from reports.results.names import POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
 from studies.catalogue.schema import Study
-from studies.engine.study_view import StudyView
+from studies.engine.optuna_internals import StudyView, queued_values
 
 RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
 
@@ -85,7 +85,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
             return None
         taken = [
             other.params
-            for other in study._get_trials(deepcopy=False, use_cache=True)
+            for other in study.get_trials(deepcopy=False)
             if other.number < trial.number and _family(other) == _family(trial) and POINT_ATTRIBUTE not in other.user_attrs
         ]
         return [
@@ -97,7 +97,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
 
     def _chosen(self, trial: FrozenTrial) -> dict[str, Any]:
         """What the trial has so far: its queued values, then what was sampled."""
-        return trial.system_attrs.get("fixed_params", {}) | trial.params
+        return queued_values(trial) | trial.params
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         sampler, view = self._for(study, trial)

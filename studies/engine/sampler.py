@@ -27,7 +27,7 @@ from reports.results.names import INFEASIBLE_ATTRIBUTE
 from search_space import SearchSpace
 from studies.catalogue.schema import Search, Study
 from studies.engine.family_sampler import FamilySampler, family_configurations
-from studies.engine.study_view import StudyView
+from studies.engine.optuna_internals import StudyView
 
 TRAINABLE = "trainable"  # the constraint's name: 1.0 when violated
 

@@ -1,4 +1,13 @@
-"""A study as a sampler sees it: the same study, its trials shown through a function."""
+"""The two places where the samplers rely on Optuna's internals, for want of a public call, each said once
+here and checked by ``tests/studies/test_optuna_internals.py``, which fails when an Optuna release changes
+them:
+
+- a sampler reads a study's trials through ``Study._get_trials``: a ``StudyView`` overrides it to show a
+  family's sampler that family's trials alone (Optuna offers no filtered study; a study of copies would
+  need syncing and would give the sampler other trial numbers);
+- an enqueued trial's values are kept in its ``system_attrs["fixed_params"]``: ``queued_values`` reads
+  them while the sampler fills in the rest (they are not yet ``params``; Optuna has no accessor).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,11 @@ from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+
+
+def queued_values(trial: FrozenTrial) -> dict[str, Any]:
+    """The values ``Study.enqueue_trial`` gave ``trial``, which the sampler must not change ({} for none)."""
+    return dict(trial.system_attrs.get("fixed_params", {}))
 
 
 class StudyView:
