@@ -93,9 +93,9 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame
     shown = frame[frame["state"].isin(["COMPLETE", "PRUNED"]) & frame[measured.column].notna()].copy()
     right_edge = pd.to_numeric(shown[x], errors="coerce").max()
     low, high = contested_range(shown, measured.column)
-    if configs is not None and not configs.empty and pd.notna(low):  # the diamonds' headline figures are in the contest too
-        means = configs.loc[configs["seeds"] > 0, "mean"].dropna()
-        low, high = min([low, *means]), max([high, *means])
+    if configs is not None and not configs.empty and pd.notna(low):  # the diamonds and their error bars are in it too
+        judged = configs.loc[configs["seeds"] > 0, ["mean", "ci_low", "ci_high"]]
+        low, high = min([low, *judged.min().dropna()]), max([high, *judged.max().dropna()])
     outside = (shown[measured.column] < low) | (shown[measured.column] > high)  # stopped outliers: drawn at the edge
     shown["drawn"] = shown[measured.column].clip(low, high)
     for family, color in families(shown).items():

@@ -118,6 +118,11 @@ class Reliability:
 
 
 NOT_MEASURED = "How sure: not measured: no truth table covers this study's space and preset (docs/truth.md)."
+PLUMBING_PRESET = "smoke"  # every study's: a whole study in about a minute, what the tests run
+PLUMBING_CHECK = (
+    "How sure: not at all: the smoke preset is a plumbing check (a few short trials of small models on a small "
+    "task): its figures test the code, never the methods; run the quick preset for an answer."
+)
 
 
 @dataclass(frozen=True)

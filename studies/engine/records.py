@@ -14,7 +14,7 @@ from storage import (
     masked_url,
     open_storage,
 )
-from studies.catalogue.schema import NOT_MEASURED, Study
+from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRESET, Study
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import study_sampler
@@ -61,8 +61,11 @@ def open_study(
 
 def reliability_line(run: CheckedRun) -> str:
     """How often a run like this one reaches its truth table's conclusion (``Preset.reliability``), in a
-    sentence; a run whose settings the replays did not cover says it is not measured."""
+    sentence; a run whose settings the replays did not cover says it is not measured, and a smoke run that it
+    is a plumbing check."""
     measured = run.preset.reliability
+    if run.preset.name == PLUMBING_PRESET:
+        return PLUMBING_CHECK
     if measured is None:
         return NOT_MEASURED
     if run.fix or run.train_overrides:

@@ -12,6 +12,7 @@ from optuna.trial import TrialState, create_trial
 
 from reports.html import report_html
 from storage import open_storage
+from tests.conftest import SMOKE_STUDY
 
 FAMILIES = {"MHA": {"attention": "mha"}, "DAMCHA (paper)": {"attention": "damcha"}, "DAMCHA (cross)": {"attention": "damcha"}}
 DISTRIBUTIONS = {
@@ -110,3 +111,17 @@ def test_knob_effects_draw_one_point_per_configuration_and_importances_are_per_f
     assert not any("attention" in trace.y for trace in figures["importances"].data)  # a family's own knob explains nothing
     settings = page[page.index("<h2>Settings</h2>") : page.index("<h2>Pareto fronts</h2>")]
     assert "{" not in settings and "<th>DAMCHA (cross)</th>" in settings  # tables, not JSON
+
+
+def test_every_error_bar_of_the_fresh_seeds_lies_within_the_y_axis(smoke_run: dict) -> None:
+    """The smoke study's fresh-seed intervals are wide (two seeds on 64 test examples): the axis takes them in
+    rather than cutting them off."""
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=smoke_run["url"])
+    _, figures = report_html(study, smoke_run["url"])
+    figure = figures["pareto-figure"]
+    low, high = figure.layout.yaxis.range
+    bars = [trace for trace in figure.data if "fresh seeds" in str(trace.name)]
+    assert bars, "the smoke study has seed repeats"
+    for trace in bars:
+        for mean, up, down in zip(trace.y, trace.error_y.array, trace.error_y.arrayminus, strict=True):
+            assert low <= mean - down and mean + up <= high, (trace.name, mean, up, down, low, high)

@@ -284,7 +284,7 @@ def test_another_seed_is_another_study_never_a_resumed_one() -> None:
 
 
 def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_measured() -> None:
-    from studies.catalogue.schema import NOT_MEASURED
+    from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK
     from studies.engine.options import RunOptions, check_options
     from studies.engine.records import reliability_line
 
@@ -296,7 +296,7 @@ def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_mea
     more_seeds = reliability_line(check_options(study, RunOptions(repeat_seeds=8)))
     assert "repeats 8 fresh seeds where the replays repeated 6" in more_seeds
     assert "not measured for this run" in reliability_line(check_options(study, RunOptions(fix={"num_heads": 4})))
-    assert reliability_line(check_options(study, RunOptions(preset="smoke"))) == NOT_MEASURED
+    assert reliability_line(check_options(study, RunOptions(preset="smoke"))) == PLUMBING_CHECK
     assert reliability_line(check_options(get_study("cross_head"), RunOptions())) == NOT_MEASURED
 
 

@@ -12,7 +12,7 @@ from reports.results.frame import trials_frame
 from reports.results.matching import pairings
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
-from studies.catalogue.schema import NOT_MEASURED
+from studies.catalogue.schema import PLUMBING_CHECK
 from tests.conftest import SMOKE_STUDY as NAME
 from trainers.config import ModelConfig
 
@@ -139,7 +139,7 @@ def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
     page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
     assert f'<p class="headline">{html.escape(sentence)}</p>' in page
     # beside the verdict, how sure it is: the smoke preset has no replays of a truth table, and says so
-    assert f"  {NOT_MEASURED}\n" in smoke_run["output"] and html.escape(NOT_MEASURED) in page
+    assert f"  {PLUMBING_CHECK}\n" in smoke_run["output"] and html.escape(PLUMBING_CHECK) in page
 
 
 def test_the_authors_configuration_is_trained_as_a_named_point_of_its_family(smoke_run: dict) -> None:
