@@ -345,9 +345,9 @@ def test_an_address_where_something_answers_but_no_driver_joins_fails_within_the
     import socket
     import threading
 
-    from studies.engine import options
+    from studies.engine import ray_address
 
-    monkeypatch.setattr(options, "JOIN_CHECK_S", 8)  # the check's own bound, shortened for the test
+    monkeypatch.setattr(ray_address, "JOIN_CHECK_S", 8)  # the check's own bound, shortened for the test
     server = socket.create_server(("", 0))  # every interface: Ray turns 127.0.0.1 into this machine's address
     held: list[socket.socket] = []  # accepted and never answered, as a server of another protocol would
 
