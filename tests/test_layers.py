@@ -58,6 +58,7 @@ RULES = {
     "reports": ("reports", "storage", "common"),
     "reports.results": ("reports.results", "storage", "common"),
     "studies.catalogue": ("studies.catalogue", "search_space", "trainers", "common"),
+    "studies": ("studies", "search_space", "trainers", "storage", "reports", "common"),  # never benchmarks (the truth)
     "studies.engine": (
         "studies.engine",
         "studies.catalogue.schema",
