@@ -43,6 +43,21 @@ def assert_one_sentence(output: str) -> None:
     assert not shown, output[-3000:]
 
 
+def after_the_first_ending(driver: subprocess.Popen) -> None:
+    """Read the driver's output until its first trial completes (others are training then)."""
+    for line in driver.stdout:
+        if " · complete · " in line:
+            return
+
+
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until its disk is full, the last page included."""
+    with contextlib.suppress(OSError), path.open("wb") as filler:
+        while True:
+            filler.write(b"\0" * 4096)
+            filler.flush()
+
+
 def start_driver(tmp_path: Path, url: str) -> subprocess.Popen:
     command = smoke_study_command(
         "--fix",
@@ -284,13 +299,8 @@ def test_a_store_whose_disk_fills_mid_run_exits_2_and_the_same_command_finishes_
     filler = disk / "filler"
     try:
         driver = start_driver(tmp_path, url)
-        for line in driver.stdout:  # the first finished trial: others are training
-            if " · complete · " in line:
-                break
-        with contextlib.suppress(OSError), filler.open("wb") as fill:
-            while True:
-                fill.write(b"\0" * 65536)
-                fill.flush()
+        after_the_first_ending(driver)
+        fill(filler)
         output = driver.stdout.read()
         assert driver.wait(timeout=300) == 2, output[-3000:]
         assert "no space left on the disk of the store" in output, output[-3000:]
@@ -320,9 +330,7 @@ def test_a_postgresql_server_that_stops_mid_run_ends_it_in_one_sentence_and_the_
         pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
     with throwaway_postgres_server(bin_dir) as server:
         driver = start_driver(tmp_path, server.url)
-        for line in driver.stdout:  # the first finished trial: others are training
-            if " · complete · " in line:
-                break
+        after_the_first_ending(driver)
         server.stop("fast")
         output = driver.stdout.read()
         assert driver.wait(timeout=300) == 2, output[-3000:]
@@ -352,13 +360,8 @@ def test_ray_tune_s_folder_on_a_full_disk_ends_the_run_in_one_sentence(tmp_path:
     url = f"sqlite:///{store}"
     try:
         driver = start_driver(tmp_path, url)
-        for line in driver.stdout:
-            if " · complete · " in line:
-                break
-        with contextlib.suppress(OSError), (runs / "filler").open("wb") as fill:
-            while True:
-                fill.write(b"\0" * 4096)
-                fill.flush()
+        after_the_first_ending(driver)
+        fill(runs / "filler")
         output = driver.stdout.read()
         assert driver.wait(timeout=300) == 2, output[-3000:]
         assert "no space left on the disk of a folder this run writes (Ray Tune's runs/ray" in output, output[-3000:]
