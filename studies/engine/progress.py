@@ -139,7 +139,11 @@ class ProgressLine(Callback):
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial in self.ledger.endings[self.said :]:
             sys.stderr.write(("\r" if sys.stderr.isatty() else "") + finished_line(trial, self.ledger) + "\n")
+            self.last_line = ""
         self.said = len(self.ledger.endings)
         line = self._line()
-        sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + "\n")
+        if sys.stderr.isatty():  # the live line, ended
+            sys.stderr.write("\r" + line.ljust(len(self.last_line)) + "\n")
+        elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:  # piped: a line only when it says something new
+            sys.stderr.write(line + "\n")
         sys.stderr.flush()

@@ -88,3 +88,25 @@ def test_the_run_s_clock_counts_from_the_process_s_start() -> None:
     code = "import time; time.sleep(1.5); from studies.engine.progress import run_seconds; print(run_seconds())"
     seconds = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert seconds >= 1.5  # the sleep before the import counts: a run's imports and Ray's start are waited for too
+
+
+def test_piped_progress_never_prints_the_same_line_twice(tmp_path: Path, monkeypatch) -> None:
+    """Into a pipe (a log, CI), the run's end prints its progress line only when it says something new."""
+    import io
+
+    from studies.engine.progress import ProgressLine
+
+    ledger = make_ledger(tmp_path, [], 2)
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    progress = ProgressLine(ledger, 1)
+    number = ledger.ask("ray-0")["number"]
+    ledger.finish(number, report(60, final=True), None)
+    progress.on_step_end(0, [])
+    progress.on_experiment_end([])  # nothing happened in between: no second line
+    lines = [line for line in piped.getvalue().splitlines() if line.startswith("trials ")]
+    assert len(lines) == 1, lines
+    ledger.finish(ledger.ask("ray-1")["number"], report(60, final=True), None)
+    progress.on_experiment_end([])  # the last trial ended: its line, then the new count
+    lines = [line.split(" · ")[0] for line in piped.getvalue().splitlines() if line.startswith("trials ")]
+    assert lines == ["trials 1/2 done", "trials 2/2 done"], lines
