@@ -7,7 +7,8 @@
                               [--csv DIR] [--markdown FILE|-]
 
 A STUDY is a whole name (``lra_sharing-quick-v6``) or a short one: ``lra_sharing`` is the
-newest version of its default preset in the store, ``lra_sharing-smoke`` of its smoke preset.
+newest version of its default preset in the store (or of the one preset the store has of it),
+``lra_sharing-smoke`` of its smoke preset.
 ``compare`` looks each name up in every ``--storage`` given and compares all it finds (the
 same study from two stores, say).
 

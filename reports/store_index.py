@@ -2,7 +2,8 @@
 
 A run's study is named ``<study>-<preset>-v<version>`` (``lra_sharing-quick-v6``), with the
 knobs it fixes after it. ``lra_sharing`` then means the newest version of lra_sharing's
-default preset in the store, ``lra_sharing-smoke`` the newest version of its smoke preset;
+default preset in the store, or of the one preset the store holds of it, ``lra_sharing-smoke`` the
+newest version of its smoke preset;
 a short name that could mean two studies is refused, naming both.
 """
 
