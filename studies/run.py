@@ -135,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=integer_from(0), default=0, help="seed of the sampler and of every trial's training (default: 0)"
     )
-    parser.add_argument("--report", type=Path, help="report HTML path (default: runs/reports/<study name>.html)")
+    parser.add_argument(
+        "-o", "--report", type=Path, help="report HTML path, as python -m reports -o (default: runs/reports/<study name>.html)"
+    )
     parser.add_argument(
         "--fresh",
         action="store_true",

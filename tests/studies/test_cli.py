@@ -384,3 +384,9 @@ def test_help_imports_neither_torch_nor_ray_nor_datasets_and_lists_the_exit_code
     assert shown.stderr.strip().splitlines()[-1] == "[] 0", shown.stderr
     codes = shown.stdout[shown.stdout.index("exit codes:") :]
     assert all(re.search(rf"^\s+{code}\s", codes, re.MULTILINE) for code in (0, 1, 2, 3, 130)), codes
+
+
+def test_a_run_s_report_path_is_given_as_the_reports_tool_takes_it_too() -> None:
+    """``-o`` names the page in both tools (``--report`` stays the run's long name)."""
+    assert build_parser().parse_args(["lra_sharing", "-o", "page.html"]).report == Path("page.html")
+    assert build_parser().parse_args(["lra_sharing", "--report", "page.html"]).report == Path("page.html")
