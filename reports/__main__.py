@@ -30,7 +30,7 @@ import optuna
 import pandas as pd
 
 from common.outputs import REPORTS_DIR, exit_with, write_atomically
-from reports.files import OutputPathError, check_report_owner, check_writable_dir, check_writable_file, report_path
+from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
 from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, listing_data, resolve_study_name
@@ -169,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
         if command == "compare" and len(found) < 2:
             raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
-        if output is None:  # the default path: never a page of another store's study of the same name
-            output = report_path(found[0].study.study_name)
-            check_report_owner(output, found[0].url, "-o")
+        output = output or report_path(found[0].study.study_name)
         kept = [path for url in urls for path in store_files(url)]  # no output may overwrite a store
         check_writable_file(output, "-o", keep=kept)
         for directory, option in ((args.png, "--png"), (args.csv, "--csv")):

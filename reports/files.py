@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from common.outputs import REPORTS_DIR
-from storage import masked_url, on_read_only_medium, sqlite_path
-
-STORE_META = "damcha-store"  # a page's <meta name=...>: the store it was written from (``store_identity``)
-_STORE_META = re.compile(rf'<meta name="{STORE_META}" content="([^"]*)">')
+from storage import on_read_only_medium
 
 
 class OutputPathError(ValueError):
@@ -30,45 +26,6 @@ def safe_file_name(name: str) -> str:
 def report_path(study_name: str, directory: Path = REPORTS_DIR) -> Path:
     """The default report file of a study: ``<directory>/<safe name>.html``."""
     return directory / f"{safe_file_name(study_name)}.html"
-
-
-def store_identity(url: str) -> str:
-    """A store as a page records it: a SQLite file by its real path, another database by its URL (masked)."""
-    path = sqlite_path(url)
-    return f"sqlite:///{path.resolve()}" if path is not None else masked_url(url)
-
-
-def store_meta(url: str) -> str:
-    """The ``<meta>`` element that records, in a page's head, the store the page was written from (none
-    for a page of no store's study: ``""``)."""
-    if not url:
-        return ""
-    return f'<meta name="{STORE_META}" content="{html.escape(store_identity(url))}">'
-
-
-def check_report_owner(path: Path, url: str, option: str) -> None:
-    """Refuse a default page path that holds a page written from another store: two stores may hold studies of
-    one name, and their default paths are one path (a page that records no store, an older one, is replaced).
-
-    Args:
-        path: The default path of the page.
-        url: The store the page would be written from.
-        option: The option that gives another path (``-o``, ``--report``).
-
-    Raises:
-        OutputPathError: naming the page, the store it is of, and the option.
-    """
-    try:
-        with path.open("rb") as page:
-            head = page.read(4096).decode("utf-8", "replace")
-    except OSError:  # none there, or unreadable: check_writable_file says what it must
-        return
-    found = _STORE_META.search(head)
-    if found and html.unescape(found[1]) != store_identity(url):
-        raise OutputPathError(
-            f"{path} holds the page of a study of the same name in another store ({html.unescape(found[1])}); "
-            f"give {option} another path, so that it is kept"
-        )
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -28,7 +28,6 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
-from reports.files import store_meta
 from reports.results import StudyResults
 from reports.results.configurations import headline_figure
 from reports.results.details import importances, learning_curves, provenance
@@ -127,7 +126,7 @@ def report_html(
     }
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-{store_meta(storage_url)}<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
+<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(name)}</h1>
 <p class="question">{html.escape(str(attributes.get("question", "")))}</p>
 <p class="headline">{html.escape(answer.sentence)}</p>
@@ -192,7 +191,7 @@ def foreign_report_html(
     store = {"study": study.study_name, "store": masked_url(storage_url), "trials": len(trials), "objectives": directions}
     name = html.escape(study.study_name)
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">{store_meta(storage_url)}<title>{name}</title><style>{STYLE}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head><body>
 <h1>{name}</h1>
 <p class="headline">This study was not created by DAMCHA Studies: it records no attention families, MHA
 baselines or costs, so there are no Pareto fronts, knob effects or verdict to show. Its trials' values and parameters

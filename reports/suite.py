@@ -15,7 +15,6 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from reports.files import store_meta
 from reports.html import STYLE
 from reports.results.configurations import configurations
 from reports.results.frame import knob_columns
@@ -171,7 +170,7 @@ def suite_html(
     provenance_rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in provenance.items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-{store_meta(storage_url)}<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
+<title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(name)}</h1>
 <p class="question">{html.escape(question)}</p>
 <h2>Each family's best configuration per task ({html.escape(measured.label)}{", %" if measured.percent else ""})</h2>

@@ -13,14 +13,7 @@ import torch
 
 from common.naming import unknown_name_message
 from common.outputs import REPORTS_DIR, TUNE_DIR
-from reports.files import (
-    OutputPathError,
-    check_path_text,
-    check_report_owner,
-    check_writable_dir,
-    check_writable_file,
-    report_path,
-)
+from reports.files import OutputPathError, check_path_text, check_writable_dir, check_writable_file
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
     check_sqlite_store,
@@ -326,8 +319,6 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
     name = store_name(study, preset, fix | overrides, options.seed)
     _check_name_length(name)
-    if options.report is None and not options.fresh:  # a fresh study's name is new, and so is its page's
-        check_report_owner(report_path(name), url, "--report")
     resources = TrialResources(cpus, gpus, memory)
     return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix, name)
 

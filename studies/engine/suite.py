@@ -17,7 +17,7 @@ import optuna
 import ray
 
 from common.outputs import write_atomically
-from reports.files import check_report_owner, report_path
+from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.suite import suite_html, suite_lines
 from storage import masked_url, open_storage
@@ -50,8 +50,6 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
     options = replace(options, preset=preset)
     cache_dir = (options.cache_dir or default_cache_dir()).resolve()
     checked = [check_options(study, options) for study in suite.studies.values()]
-    if options.report is None:
-        check_report_owner(report_path(suite.report_name(preset)), checked[0].url, "--report")
     for run in checked:  # every task's files, before the first store is touched
         if run.preset.task.reads_files:
             run.preset.task.load(cache_dir)

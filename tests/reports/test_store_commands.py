@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
-from reports.files import OutputPathError
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
@@ -209,30 +208,3 @@ def test_the_report_shows_the_command_that_made_it_with_any_password_masked(smok
     assert RunOptions(storage="env:DAMCHA_STORAGE_URL", fix={"num_heads": 4}, compile=False).command_line("x") == (
         "python -m studies.run x --storage env:DAMCHA_STORAGE_URL --fix num_heads=4 --no-compile"
     )
-
-
-def test_a_default_page_path_never_takes_the_page_of_another_store_s_study_of_the_same_name(
-    smoke_run: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
-) -> None:
-    """Two stores hold a study of one name, and its default page path is one path: the first store's page is
-    kept, the second is refused naming -o (or --report, before a run starts), and each store rewrites its own."""
-    from studies.catalogue import LRA_SHARING
-    from studies.engine.options import check_options
-
-    monkeypatch.chdir(tmp_path)
-    laptop = _copy_store(smoke_run["url"], tmp_path / "laptop.db")
-    cluster = _copy_store(smoke_run["url"], tmp_path / "cluster.db")
-    assert main([SMOKE_STUDY, "--storage", laptop]) == 0
-    page = tmp_path / "runs" / "reports" / f"{SMOKE_STUDY}.html"
-    written = page.read_bytes()
-    with pytest.raises(SystemExit) as exited:
-        main([SMOKE_STUDY, "--storage", cluster])
-    error = capsys.readouterr().err
-    assert exited.value.code == 2 and f"runs/reports/{SMOKE_STUDY}.html holds the page of a study of the same name in" in error
-    assert f"({laptop})" in error and "give -o another path" in error
-    assert page.read_bytes() == written
-    with pytest.raises(OutputPathError, match="give --report another path"):  # a run: refused before it starts
-        check_options(LRA_SHARING, RunOptions(preset="smoke", storage=cluster, repeat_seeds=0))
-    check_options(LRA_SHARING, RunOptions(preset="smoke", storage=laptop, repeat_seeds=0))  # its own page: rewritten
-    assert main([SMOKE_STUDY, "--storage", cluster, "-o", str(tmp_path / "cluster.html")]) == 0
-    assert main([SMOKE_STUDY, "--storage", laptop]) == 0
