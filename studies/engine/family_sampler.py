@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from reports.results.names import POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
 from studies.catalogue.schema import Study
-from studies.engine.optuna_internals import StudyView, queued_values
+from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
 
 RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
 
@@ -85,7 +85,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
             return None
         taken = [
             other.params
-            for other in study.get_trials(deepcopy=False)
+            for other in trials_while_sampling(study)
             if other.number < trial.number and _family(other) == _family(trial) and POINT_ATTRIBUTE not in other.user_attrs
         ]
         return [

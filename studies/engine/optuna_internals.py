@@ -6,7 +6,10 @@ them:
   family's sampler that family's trials alone (Optuna offers no filtered study; a study of copies would
   need syncing and would give the sampler other trial numbers);
 - an enqueued trial's values are kept in its ``system_attrs["fixed_params"]``: ``queued_values`` reads
-  them while the sampler fills in the rest (they are not yet ``params``; Optuna has no accessor).
+  them while the sampler fills in the rest (they are not yet ``params``; Optuna has no accessor);
+- while a trial is sampled, ``Study._get_trials(use_cache=True)`` reads the store once for all of that
+  trial's parameters, as Optuna's own samplers do: ``trials_while_sampling`` (``get_trials`` would read
+  the store again for each parameter and each proposal).
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from optuna.trial import FrozenTrial, TrialState
 def queued_values(trial: FrozenTrial) -> dict[str, Any]:
     """The values ``Study.enqueue_trial`` gave ``trial``, which the sampler must not change ({} for none)."""
     return dict(trial.system_attrs.get("fixed_params", {}))
+
+
+def trials_while_sampling(study: optuna.Study) -> list[FrozenTrial]:
+    """The study's trials, read once per sampled trial (Optuna's cache for that trial), not copied."""
+    return study._get_trials(deepcopy=False, use_cache=True)
 
 
 class StudyView:

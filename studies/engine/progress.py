@@ -115,35 +115,36 @@ class ProgressLine(Callback):
             self.previous = (elapsed, self.ledger.total - self.ledger.finished_count() + self.ledger.then, seconds)
         return line
 
-    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        now = time.monotonic()
+    def _show(self, line: str, ended: bool = False) -> None:
+        """Draw ``line`` over the live one on a terminal (``ended``: for good); piped, print it only when it says
+        something new."""
         stream = sys.stderr  # looked up at each write: Tune pickles its callbacks, and streams don't pickle
-        for trial in self.ledger.endings[self.said :]:  # above the live line, which is drawn again below
-            stream.write(
-                ("\r" + " " * len(self.last_line) + "\r" if stream.isatty() else "") + finished_line(trial, self.ledger) + "\n"
-            )
-            self.last_line, self.last_shown = "", 0.0
-        self.said = len(self.ledger.endings)
-        if now - self.last_shown < 1.0:
-            stream.flush()
-            return
-        self.last_shown = now
-        line = self._line()
         if stream.isatty():
-            stream.write("\r" + line.ljust(len(self.last_line)))
+            stream.write("\r" + line.ljust(len(self.last_line)) + ("\n" if ended else ""))
         elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:
             stream.write(line + "\n")
         stream.flush()
         self.last_line = line
 
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
+    def _say_endings(self) -> None:
+        """A line for each trial that ended since the last call, above the live line (drawn again after them)."""
+        stream = sys.stderr
         for trial in self.ledger.endings[self.said :]:
-            sys.stderr.write(("\r" if sys.stderr.isatty() else "") + finished_line(trial, self.ledger) + "\n")
-            self.last_line = ""
+            stream.write(
+                ("\r" + " " * len(self.last_line) + "\r" if stream.isatty() else "") + finished_line(trial, self.ledger) + "\n"
+            )
+            self.last_line, self.last_shown = "", 0.0
         self.said = len(self.ledger.endings)
-        line = self._line()
-        if sys.stderr.isatty():  # the live line, ended
-            sys.stderr.write("\r" + line.ljust(len(self.last_line)) + "\n")
-        elif line.split(" · ")[:3] != self.last_line.split(" · ")[:3]:  # piped: a line only when it says something new
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        now = time.monotonic()
+        self._say_endings()
+        if now - self.last_shown < 1.0:
+            sys.stderr.flush()
+            return
+        self.last_shown = now
+        self._show(self._line())
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self._say_endings()
+        self._show(self._line(), ended=True)

@@ -11,7 +11,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial
 
-from studies.engine.optuna_internals import StudyView, queued_values
+from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
 from studies.engine.sampler import ConstraintAwareGPSampler, sampler_for
 
 
@@ -35,6 +35,7 @@ def test_an_enqueued_trial_s_values_are_where_queued_values_reads_them() -> None
     trial = study.ask()
     frozen = study.get_trials(deepcopy=False)[trial.number]
     assert queued_values(frozen) == {"attention": "damcha", "num_heads": 4}
+    assert [t.number for t in trials_while_sampling(study)] == [t.number for t in study.get_trials(deepcopy=False)]
     plain = study.ask()  # a trial nothing queued
     assert queued_values(study.get_trials(deepcopy=False)[plain.number]) == {}
 
