@@ -65,25 +65,56 @@ STRATEGIES = {
         Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule="none")),
         Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
         Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule="dominated")),
-        Strategy("random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median")),
-        Strategy("random, no early stopping", Search("random", per_family=False, untried=False, stopping_rule="none")),
-        Strategy("random untried, ASHA per family", Search("random", per_family=False, untried=True, stopping_rule="median")),
-        Strategy("random untried, no early stopping", Search("random", per_family=False, untried=True, stopping_rule="none")),
         Strategy(
-            "random untried, stopping the dominated", Search("random", per_family=False, untried=True, stopping_rule="dominated")
+            "random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median", in_band=False)
+        ),
+        Strategy(
+            "random, no early stopping", Search("random", per_family=False, untried=False, stopping_rule="none", in_band=False)
+        ),
+        Strategy(
+            "random untried, ASHA per family",
+            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=False),
+        ),
+        Strategy(
+            "random untried, no early stopping",
+            Search("random", per_family=False, untried=True, stopping_rule="none", in_band=False),
+        ),
+        Strategy(
+            "random untried, stopping the dominated",
+            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=False),
         ),
         # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
         Strategy(
-            "TPE (multivariate, grouped), no early stopping", Search("tpe", per_family=False, untried=False, stopping_rule="none")
+            "TPE (multivariate, grouped), no early stopping",
+            Search("tpe", per_family=False, untried=False, stopping_rule="none", in_band=False),
         ),
-        Strategy("TPE untried, no early stopping", Search("tpe", per_family=False, untried=True, stopping_rule="none")),
-        Strategy("TPE per family untried, no early stopping", Search("tpe", per_family=True, untried=True, stopping_rule="none")),
-        Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median")),
-        Strategy("GP per family untried, ASHA per family", Search("gp", per_family=True, untried=True, stopping_rule="median")),
-        Strategy("GP per family untried, no early stopping", Search("gp", per_family=True, untried=True, stopping_rule="none")),
+        Strategy(
+            "TPE untried, no early stopping", Search("tpe", per_family=False, untried=True, stopping_rule="none", in_band=False)
+        ),
+        Strategy(
+            "TPE per family untried, no early stopping",
+            Search("tpe", per_family=True, untried=True, stopping_rule="none", in_band=False),
+        ),
+        Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median", in_band=False)),
+        Strategy(
+            "GP per family untried, ASHA per family",
+            Search("gp", per_family=True, untried=True, stopping_rule="median", in_band=False),
+        ),
+        Strategy(
+            "GP per family untried, no early stopping",
+            Search("gp", per_family=True, untried=True, stopping_rule="none", in_band=False),
+        ),
         Strategy(
             "GP per family untried, stopping the dominated",
-            Search("gp", per_family=True, untried=True, stopping_rule="dominated"),
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=False),
+        ),
+        Strategy(
+            "random untried in the cost band, stopping the dominated",
+            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=True),
+        ),
+        Strategy(
+            "GP per family untried in the cost band, stopping the dominated",
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=True),
         ),
     )
 }
@@ -93,6 +124,11 @@ HYPERVOLUME_SHARE = 0.95
 def replays_path(table: Path) -> Path:
     """Where a table's replays are kept: ``<table>-replays.csv`` beside it."""
     return table.with_name(f"{table.stem}-replays.csv")
+
+
+def table_version(table: Path) -> str:
+    """The table's content hash, which each replay row records (``table``)."""
+    return hashlib.sha256(table.read_bytes()).hexdigest()[:12]
 
 
 class ReplaysBusyError(RuntimeError):
@@ -199,7 +235,7 @@ def run_replays(
     path = replays_path(table_file)
     with _alone(path):
         table = load(table_file)
-        version = hashlib.sha256(table_file.read_bytes()).hexdigest()[:12]  # replays of another state of the table are redone
+        version = table_version(table_file)  # replays of another state of the table are redone
         preset = replay_preset(preset, table)
         replaying = _Replaying(
             definition,

@@ -47,6 +47,7 @@ from studies.catalogue.schema import Preset, Search, Study
 from studies.engine.ledger import Ledger
 from studies.engine.repeats import plan_repeats
 from studies.engine.sampler import study_sampler
+from studies.engine.trial_config import configuration_flops
 
 
 class ReplayStorage(optuna.storages.InMemoryStorage):
@@ -214,7 +215,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         study = optuna.create_study(
             storage=storage,
             directions=[o.direction for o in definition.objectives],
-            sampler=study_sampler(preset.search, definition, space, preset.trials, seed),
+            sampler=study_sampler(preset.search, definition, space, preset.trials, seed, configuration_flops(preset, space, {})),
         )
         study.set_metric_names([o.metric for o in definition.objectives])
     study.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})

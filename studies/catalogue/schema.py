@@ -41,15 +41,21 @@ class Search:
             stops); ``dominated``, on the first objective and FLOPs together (dominated by at least
             half of them stops: the cheapest never does). ``Preset.grace_steps`` at the last step
             turns a rule off too.
+        in_band: A family other than the baseline draws its trials among its configurations whose
+            analytic FLOPs lie within the verdict's cost band (``reports.results.matching.COST_BAND``)
+            of the best baseline configuration its sampler's view holds, while one there is untried:
+            the search spends its trials where the matched-cost comparison selects. Needs ``untried``.
 
     Raises:
-        ValueError: an unknown sampler or rule; NSGA-II per family; TPE with early stopping.
+        ValueError: an unknown sampler or rule; NSGA-II per family; TPE with early stopping;
+            ``in_band`` without ``untried``.
     """
 
-    sampler: str = "gp"
-    per_family: bool = True
+    sampler: str = "random"
+    per_family: bool = False
     untried: bool = True
     stopping_rule: str = "dominated"
+    in_band: bool = True
 
     def __post_init__(self) -> None:
         """Only the samplers and rules this product knows, in combinations that run."""
@@ -61,6 +67,8 @@ class Search:
             raise ValueError("search: NSGA-II cannot run per family (two instances would share one study's generations)")
         if self.sampler == "tpe" and self.stopping_rule != "none":  # it asks a study of two objectives for one direction
             raise ValueError("search: multi-objective TPE cannot read trials stopped early (optuna#5260): use rule 'none'")
+        if self.in_band and not self.untried:  # the band is drawn from the family's configurations, which untried lists
+            raise ValueError("search: in_band draws among a family's untried configurations: set untried=True too")
 
     def stops_early(self, grace_steps: int, steps: int) -> bool:
         """Whether a searched trial may stop before ``steps``: a rule, and a grace period that ends first."""
@@ -72,6 +80,8 @@ class Search:
         words = [f"{sampler} {'per family' if self.per_family else 'shared by the families'}"]
         if self.untried:
             words.append("no configuration twice while one is left")
+        if self.in_band:
+            words.append("the other families within the best baseline's cost band")
         if not self.stops_early(grace_steps, steps):
             words.append("none stopped early")
         else:
@@ -82,7 +92,7 @@ class Search:
 
 # What every study searched by before its strategies were measured on a truth table (docs/truth.md):
 # lra_sharing's smoke preset keeps it, so that the minute-long runs the tests make stop trials early too.
-NSGA2_WITH_ASHA = Search("nsga2", per_family=False, untried=False, stopping_rule="median")
+NSGA2_WITH_ASHA = Search("nsga2", per_family=False, untried=False, stopping_rule="median", in_band=False)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ that sees that family's trials alone (a ``StudyView``), so that its space is fix
 Independently, with the families' configurations given (``untried``), it never proposes a
 configuration the family has tried while one it has not is left: a finite space is searched
 without replacement, and a family whose space is smaller than its budget is searched whole.
+With their costs given too (``cost``), a family other than the baseline draws among its untried
+configurations within the verdict's cost band of the best baseline trial it can see
+(``reports.results.matching``), while one is left there: FLOPs are analytic, so the band is known
+before a trial trains, and trials outside it are ones no matched-cost comparison selects.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.names import POINT_ATTRIBUTE
+from reports.results.matching import matched
+from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
 from studies.catalogue.schema import Study
 from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
@@ -53,6 +58,10 @@ class FamilySampler(optuna.samplers.BaseSampler):
         untried: Each family's configurations (``SearchSpace.configurations`` of its values). When
             given, a trial takes a configuration that no earlier trial of its family (named points
             aside) took, while one is left; None: whatever its sampler proposes.
+        cost: With ``untried`` and ``baseline``: a configuration's forward FLOPs per example (None: not
+            known). A trial of another family than the baseline then takes an untried configuration within
+            the cost band of the best complete baseline search trial told so far, while one is left there.
+        baseline: The baseline family's label.
     """
 
     def __init__(
@@ -62,9 +71,11 @@ class FamilySampler(optuna.samplers.BaseSampler):
         *,
         per_family: bool,
         untried: Mapping[str, Sequence[Mapping[str, Value]]] | None = None,
+        cost: Callable[[Mapping[str, Value]], float | None] | None = None,
+        baseline: str | None = None,
     ) -> None:
         self._make, self._seed, self._per_family = make, seed, per_family
-        self._untried = untried
+        self._untried, self._cost, self._baseline = untried, cost, baseline
         self._samplers: dict[str | None, optuna.samplers.BaseSampler] = {}
         self._rng = np.random.default_rng(seed)
 
@@ -88,12 +99,36 @@ class FamilySampler(optuna.samplers.BaseSampler):
             for other in trials_while_sampling(study)
             if other.number < trial.number and _family(other) == _family(trial) and POINT_ATTRIBUTE not in other.user_attrs
         ]
-        return [
+        open_ = [
             config
             for config in grid
             if not any(all(params.get(k) == v for k, v in config.items()) for params in taken)
             and all(config[k] == v for k, v in chosen.items() if k in config)
         ]
+        reference = self._band_reference(study, trial)
+        if reference is None:
+            return open_
+        in_band = [config for config in open_ if (flops := self._cost(config)) is not None and matched(flops / reference)]
+        return in_band or open_  # the band's configurations all tried: the family's others
+
+    def _band_reference(self, study: optuna.Study, trial: FrozenTrial) -> float | None:
+        """The FLOPs of the best complete baseline search trial told before ``trial``, when ``trial`` is searched
+        within its band (``cost`` given, another family than the baseline, not a named point); else None."""
+        if self._cost is None or _family(trial) == self._baseline or POINT_ATTRIBUTE in trial.user_attrs:
+            return None
+        baselines = [
+            other
+            for other in trials_while_sampling(study)
+            if other.number < trial.number
+            and other.state == TrialState.COMPLETE
+            and _family(other) == self._baseline
+            and not {"repeat_of", POINT_ATTRIBUTE, INFEASIBLE_ATTRIBUTE} & other.user_attrs.keys()
+        ]
+        if not baselines:
+            return None
+        sign = 1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+        best = max(baselines, key=lambda other: sign * other.values[0])  # the first of equals, as Optuna's lists go
+        return self._cost(best.params)
 
     def _chosen(self, trial: FrozenTrial) -> dict[str, Any]:
         """What the trial has so far: its queued values, then what was sampled."""

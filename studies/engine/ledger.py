@@ -52,9 +52,7 @@ from studies.engine.queue import (
 from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
 from studies.engine.stopping import stopping_rungs, stops_among, value_at
-from studies.engine.trial_config import model_config_of, unsearched_where_active
-from trainers.config import ModelConfig
-from trainers.costs import model_flops
+from studies.engine.trial_config import forward_flops, model_config_of, unsearched_where_active
 from trainers.train import TrainConfig, compile_cache_dir
 
 MAX_RESAMPLES = 50
@@ -282,9 +280,8 @@ class Ledger:
         """
         train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + seed_offset(trial)}
         model = model_config_of(self.preset, knobs)
-        with contextlib.suppress(ValueError):  # a model the task cannot build: its worker fails the trial, saying why
-            config = ModelConfig(**model)
-            self.flops[trial.number] = float(model_flops(config, config.max_length).forward)  # ``stops``, by dominance
+        if (flops := forward_flops(self.preset, knobs)) is not None:  # ``stops``, by dominance
+            self.flops[trial.number] = flops
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,

@@ -18,6 +18,7 @@ from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRES
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
 from studies.engine.sampler import study_sampler
+from studies.engine.trial_config import configuration_flops
 
 
 def _existing(storage: optuna.storages.BaseStorage, name: str) -> optuna.Study | None:
@@ -49,7 +50,14 @@ def open_study(
         study_name=name,
         storage=storage,
         directions=[objective.direction for objective in study.objectives],
-        sampler=study_sampler(run.preset.search, study, run.space, run.trials, options.seed),
+        sampler=study_sampler(
+            run.preset.search,
+            study,
+            run.space,
+            run.trials,
+            options.seed,
+            configuration_flops(run.preset, run.space, run.fix_unsearched),
+        ),
         load_if_exists=True,
     )
     with warnings.catch_warnings():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optuna
@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial
 
 from reports.results.names import INFEASIBLE_ATTRIBUTE
 from search_space import SearchSpace
+from search_space.space import Value
 from studies.catalogue.schema import Search, Study
 from studies.engine.family_sampler import FamilySampler, family_configurations
 from studies.engine.optuna_internals import StudyView
@@ -92,7 +93,14 @@ SAMPLER_MAKERS: dict[str, Callable[[int, int, int], optuna.samplers.BaseSampler]
 }
 
 
-def study_sampler(search: Search, definition: Study, space: SearchSpace, trials: int, seed: int) -> optuna.samplers.BaseSampler:
+def study_sampler(
+    search: Search,
+    definition: Study,
+    space: SearchSpace,
+    trials: int,
+    seed: int,
+    cost: Callable[[Mapping[str, Value]], float | None] | None = None,
+) -> optuna.samplers.BaseSampler:
     """The sampler a study of ``trials`` searched trials runs by ``search``.
 
     Args:
@@ -101,10 +109,14 @@ def study_sampler(search: Search, definition: Study, space: SearchSpace, trials:
         space: The space it samples.
         trials: Its searched trials (a family's own sampler is made for its share of them).
         seed: The run's seed.
+        cost: A configuration's forward FLOPs (``trial_config.configuration_flops``), which ``search.in_band`` needs.
 
     Raises:
         SearchSpaceError: ``search.untried`` on a space that is not finite.
+        ValueError: ``search.in_band`` without ``cost``.
     """
+    if search.in_band and cost is None:
+        raise ValueError("a search within the cost band needs each configuration's FLOPs: pass cost")
     objectives = len(definition.objectives)
     make = SAMPLER_MAKERS[search.sampler]
     if not (search.per_family or search.untried):
@@ -115,6 +127,8 @@ def study_sampler(search: Search, definition: Study, space: SearchSpace, trials:
         seed,
         per_family=search.per_family,
         untried=family_configurations(definition, space) if search.untried else None,
+        cost=cost if search.in_band else None,
+        baseline=next(family.label for family in definition.families if family.baseline),
     )
 
 

@@ -3,12 +3,15 @@ apply, completed by the model's own defaults."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from search_space.knobs import MODEL_KNOBS
-from search_space.space import SearchSpace, Value
+from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Preset
 from trainers.config import ModelConfig
+from trainers.costs import model_flops
 
 
 def unsearched_where_active(
@@ -23,3 +26,32 @@ def unsearched_where_active(
 def model_config_of(preset: Preset, knobs: dict[str, Value]) -> dict[str, Any]:
     """The fields of the model a trial with these resolved ``knobs`` trains on the preset's task (``ModelConfig.completed``)."""
     return ModelConfig.completed(preset.task.model_fields() | {k: v for k, v in knobs.items() if k in MODEL_KNOBS})
+
+
+def forward_flops(preset: Preset, knobs: dict[str, Value]) -> float | None:
+    """Analytic forward FLOPs per example of the model a trial with these resolved ``knobs`` trains
+    (None: a model the task cannot build; its worker fails the trial, saying why)."""
+    try:
+        config = ModelConfig(**model_config_of(preset, knobs))
+    except ValueError:
+        return None
+    return float(model_flops(config, config.max_length).forward)
+
+
+def configuration_flops(
+    preset: Preset, space: SearchSpace, fix: Mapping[str, Value]
+) -> Callable[[Mapping[str, Value]], float | None]:
+    """The forward FLOPs per example of a configuration of ``space`` (its searched and family values),
+    known before it trains: completed as ``Ledger.ask`` completes a trial's (the preset's and the user's
+    fixed values, then defaults). None for one the space's rules forbid or the task cannot build."""
+
+    @functools.cache
+    def flops(items: frozenset[tuple[str, Value]]) -> float | None:
+        chosen = dict(items)
+        try:
+            knobs = space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen))
+        except SearchSpaceError:
+            return None
+        return forward_flops(preset, knobs)
+
+    return lambda config: flops(frozenset(config.items()))

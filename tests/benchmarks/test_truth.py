@@ -11,10 +11,20 @@ import pandas as pd
 import pytest
 from filelock import FileLock
 
+from benchmarks.resolution import wilson_interval
 from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
-from benchmarks.truth.compare import ReplaysBusyError, main, paired, replays_path, run_replays, summary
+from benchmarks.truth.compare import (
+    STRATEGIES,
+    ReplaysBusyError,
+    main,
+    paired,
+    replays_path,
+    run_replays,
+    summary,
+    table_version,
+)
 from benchmarks.truth.replay import (
     SeedRoles,
     Strategy,
@@ -32,9 +42,11 @@ from benchmarks.truth.replay import (
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
-from reports.results.names import ACCURACY, TEST_ACCURACY
+from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Search, choices
+from studies.engine.family_sampler import family_configurations
+from studies.engine.trial_config import configuration_flops
 from tests.studies.test_exhaustive import TABLE, table_ledger, train_all
 
 COMMITTED = table_path(LRA_SHARING.store_name("table"))
@@ -328,8 +340,8 @@ def _configurations_tried(frame: pd.DataFrame, family: str, knobs: list[str]) ->
 def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(committed: Table) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
-    untried = Strategy("untried", Search("random", per_family=False, untried=True, stopping_rule="none"))
-    plain = Strategy("plain", Search("random", per_family=False, untried=False, stopping_rule="none"))
+    untried = Strategy("untried", Search("random", per_family=False, untried=True, stopping_rule="none", in_band=False))
+    plain = Strategy("plain", Search("random", per_family=False, untried=False, stopping_rule="none", in_band=False))
     repeated_without = 0
     for seed in range(4):
         for family, sizes in (("MHA", 2), ("DAMCHA (cross)", 4)):
@@ -423,3 +435,36 @@ def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: 
         )
     assert frames[0]["strategy"].tolist() == [names[0]] * 3 + [names[1]] * 3 and frames[0]["seed"].tolist() == [0, 1, 2] * 2
     pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+def test_the_costs_a_search_in_the_band_draws_by_are_the_flops_the_table_s_trials_recorded() -> None:
+    table = load(COMMITTED)
+    preset = LRA_SHARING.preset("quick")
+    space = LRA_SHARING.space_for(preset)
+    cost = configuration_flops(preset, space, {})
+    searched = table.rows[table.rows["point"].isna()]
+    recorded = {configuration_of(row["family"], row, table.knobs): float(row[FLOPS]) for row in searched.to_dict("records")}
+    compared = 0
+    for family, configs in family_configurations(LRA_SHARING, space).items():
+        for config in configs:
+            assert cost(config) == pytest.approx(recorded[configuration_of(family, config, table.knobs)], rel=1e-12), config
+            compared += 1
+    assert compared == len(recorded) == 136  # every searched configuration of the quick space
+
+
+def test_the_default_search_is_a_replayed_strategy_and_its_recorded_reliability_recomputes_from_the_replays() -> None:
+    quick = LRA_SHARING.preset("quick")
+    measured = quick.reliability
+    name = next(name for name, strategy in STRATEGIES.items() if strategy.search == quick.search)
+    replays = pd.read_csv(replays_path(COMMITTED))
+    rows = replays[
+        (replays["strategy"] == name)
+        & (replays["trials"] == measured.trials)
+        & (replays["repeat_seeds"] == quick.repeat_seeds)
+        & (replays["table"] == table_version(COMMITTED))
+    ]
+    assert len(rows) == measured.replays
+    families = [column for column in rows if column.startswith("concludes: ") and "authors'" not in column]
+    for recorded, alike in ((measured.whole, rows["concludes"]), (measured.families, rows[families].all(axis=1))):
+        share = float(alike.astype(bool).mean())
+        assert recorded == pytest.approx((share, *wilson_interval(share, len(rows))), abs=5e-4)

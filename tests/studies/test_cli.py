@@ -290,7 +290,7 @@ def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_mea
 
     study = get_study("lra_sharing")
     measured = reliability_line(check_options(study, RunOptions()))
-    assert measured.startswith("How sure: replayed 300 times") and "77% [72%, 81%]" in measured
+    assert measured.startswith("How sure: replayed 600 times") and "87% [84%, 89%]" in measured
     assert "did not measure" not in measured
     assert "a budget those replays did not measure" in reliability_line(check_options(study, RunOptions(trials=30)))
     more_seeds = reliability_line(check_options(study, RunOptions(repeat_seeds=8)))

@@ -16,8 +16,10 @@ from benchmarks.infeasible import DIVERGING_SHARE, diverging_share
 from reports.results.frame import outcome, trials_frame
 from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from storage import open_storage
+from studies.catalogue import get_study
+from studies.catalogue.schema import Search
 from studies.engine.family_sampler import FamilySampler
-from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for
+from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for, study_sampler
 
 TRIALS = 80
 
@@ -115,3 +117,50 @@ def test_untried_sampling_takes_every_configuration_of_a_family_before_any_twice
             assert len(set(values[:6])) == 6, (seed, family, values)
     plain = [_family_study(optuna.samplers.RandomSampler(seed=seed), 12) for seed in range(5)]
     assert any(len({v for f, v in taken if f == "a"}) < 6 for taken in plain)  # the test could fail: plain random repeats
+
+
+def _band_study(sampler: optuna.samplers.BaseSampler, trials: int) -> list[tuple[str, int, int, int | None]]:
+    """``trials`` trials of baseline ``a`` and family ``b`` in turn, maximizing ``x`` (a trial's cost is ``x``):
+    (family, x, y, x of the best ``a`` trial told before it) each."""
+    study = optuna.create_study(sampler=sampler, direction="maximize")
+    taken: list[tuple[str, int, int, int | None]] = []
+    for number in range(trials):
+        family = ("a", "b")[number % 2]
+        best_a = max((x for f, x, _, _ in taken if f == "a"), default=None)
+        study.enqueue_trial({"kind": family}, user_attrs={"family": family})
+        trial = study.ask()
+        trial.suggest_categorical("kind", ["a", "b"])
+        x, y = trial.suggest_categorical("x", [1, 2, 3]), trial.suggest_categorical("y", [1, 2])
+        study.tell(trial, float(x))
+        taken.append((family, x, y, best_a))
+    return taken
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+def test_in_band_sampling_takes_the_best_baseline_s_cost_while_a_configuration_there_is_untried(maker: str) -> None:
+    def cost(config: dict) -> float:
+        return float(config["x"])  # 1, 2, 3: no two values within the 15% band of each other
+
+    outside = 0
+    for seed in range(5):
+        sampler = FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=GRIDS, cost=cost, baseline="a")
+        taken = _band_study(sampler, 16)
+        for number, (family, x, _, best_a) in enumerate(taken):
+            if family != "b" or best_a is None:
+                continue
+            tried = {(tx, ty) for f, tx, ty, _ in taken[:number] if f == "b"}
+            if any((best_a, other) not in tried for other in (1, 2)):
+                assert x == best_a, (seed, number, taken)  # an untried one in the band was left: taken
+        unbanded = _band_study(FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=GRIDS), 16)
+        outside += sum(family == "b" and best is not None and x != best for family, x, _, best in unbanded[:8])
+    assert outside  # the test could fail: without the band, family b's first trials leave it
+
+
+def test_a_search_in_the_band_needs_untried_configurations_and_their_costs() -> None:
+    with pytest.raises(ValueError, match="untried=True"):
+        Search("random", per_family=False, untried=False, stopping_rule="none", in_band=True)
+    definition = get_study("lra_sharing")
+    preset = definition.presets["quick"]
+    search = Search("random", per_family=False, untried=True, stopping_rule="none", in_band=True)
+    with pytest.raises(ValueError, match="pass cost"):
+        study_sampler(search, definition, definition.space_for(preset), 24, 0)
