@@ -20,7 +20,7 @@ QUICK = Preset(
     name="quick",
     description=(
         "shallow ListOps (depth <= 3, up to 5 arguments, lengths 5-40) on a 2-core laptop CPU "
-        "in about 45 minutes (44 min measured with other work beside it), 6 seed repeats included"
+        "in about 30 minutes (29 min measured on idle cores, the install included), 6 seed repeats included"
     ),
     # Shallow trees, trained long enough to learn them: at depth 10, lengths 50-250 (v3) every
     # design stayed at the class prior (32-35%) after 400 steps, and at depth 4, lengths

@@ -9,8 +9,9 @@ ledger       asks configurations and records every report and ending in the Optu
 next_trial   what the next searched trial is: a table's next entry, the family whose turn it is, its named point
 stopping     early stopping's rule: the rungs, and whether a family's trials there stop a trial
 seeds        the seed layout: a run's trials, its seed repeats and a table's runs never share a seed
-trial_config a trial's model configuration from its knobs and the fixed values that apply
+trial_config a trial's model configuration from its knobs and the fixed values that apply, and its FLOPs
 sampler      the Optuna sampler, and infeasible configurations told to it
+family_sampler  each family its own sampler; no configuration twice; the others within the baseline's cost band
 optuna_internals  what the samplers need of Optuna's internals, in one place: a study's trials shown through
              a function (``StudyView``), an enqueued trial's values (``queued_values``)
 repeats      each family's selected configurations queued again on fresh seeds
