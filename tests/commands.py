@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 
 def smoke_study_command(*options: str) -> list[str]:
     """``python -m studies.run lra_sharing --preset smoke --repeat-seeds 0`` with ``options``, in this interpreter.
@@ -28,3 +30,12 @@ def with_ctrl_c(command: list[str]) -> list[str]:
     if flag != "-m":
         raise ValueError(f"expected a 'python -m MODULE' command, got {command[:3]}")
     return [python, "-c", _WITH_CTRL_C, *rest]
+
+
+def exit_code_and_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``python -m studies.run ARGV`` in this process, for a run that exits: its exit code and what it wrote to stderr."""
+    from studies.run import main  # the command, imported when a test runs it
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    return exited.value.code, capsys.readouterr().err

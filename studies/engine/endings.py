@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from reports.results.names import INFEASIBLE
+from reports.results.names import INFEASIBLE, POINT_ATTRIBUTE
+from studies.catalogue.tasks import Objective
+from studies.engine.failures import failure_of
 from studies.engine.sampler import tell_infeasible
 
 ENDING_ATTRIBUTE = "ending"  # user attribute: how a trial ended, stored at once; Optuna is told when it falls into a view
@@ -108,3 +110,74 @@ class FinishedTrial:
     repeat_of: int | None
     point: str | None = None
     test_value: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        number: int,
+        attributes: Mapping[str, Any],
+        knobs: Mapping[str, Any],
+        ending: Ending,
+        last: Mapping[str, Any],
+        metric: str,
+    ) -> FinishedTrial:
+        """Trial ``number``, with these user ``attributes`` and sampled ``knobs``, that ended so after its ``last``
+        report (``metric``: the study's first objective)."""
+        value = last.get(metric)
+        test_value = last.get(metric.replace("val_", "test_", 1))  # val_accuracy -> test_accuracy
+        return cls(
+            number,
+            str(attributes.get("family", "")),
+            dict(knobs),
+            ending,
+            None if value is None else float(value),
+            int(last["step"]) if "step" in last else None,
+            float(last["wall_seconds"]) if "wall_seconds" in last else None,
+            attributes.get("repeat_of"),
+            attributes.get(POINT_ATTRIBUTE),
+            None if test_value is None else float(test_value),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a trial's end says, before the ledger records it.
+
+    Attributes:
+        ending: How it ended.
+        attributes: The user attributes that record it (its costs, the step it reached, why it failed or stopped).
+        retry: A failure that another attempt may not meet (a dead worker, a shared GPU's out of memory): queue it
+            again (``queue.retry``); a retried trial is not told infeasible.
+    """
+
+    ending: Ending
+    attributes: dict[str, Any] = field(default_factory=dict)
+    retry: bool = False
+
+
+def outcome_of(
+    last: Mapping[str, Any], error: str | None, exception: BaseException | None, objectives: Sequence[Objective]
+) -> Outcome:
+    """How a trial ended, from its last report and its error.
+
+    Args:
+        last: Its last report (empty: it reported nothing).
+        error: What its exception says (traceback included), or None when it ended without one.
+        exception: The exception, as Ray Tune kept it (``studies.engine.failures.failure_of`` reads it).
+        objectives: The study's objectives, whose values a complete trial's final report holds.
+    """
+    attributes: dict[str, Any] = {name: last[name] for name in COST_ATTRIBUTES if name in last}
+    if "step" in last:
+        attributes["reached_step"] = int(last["step"])
+    if error is not None:
+        failure = failure_of(exception)
+        first, newline, rest = error.partition("\n")
+        attributes["error"] = f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error
+        if failure.diverged_at_step is not None:
+            attributes["diverged_at_step"] = failure.diverged_at_step
+        return Outcome(Ending(TrialState.FAIL, infeasible=failure.infeasible), attributes, failure.retry)
+    if last.get("final"):
+        return Outcome(Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in objectives)), attributes)
+    if "step" in last:
+        return Outcome(Ending(TrialState.PRUNED), attributes | {"pruned_at_step": int(last["step"])})
+    return Outcome(Ending(TrialState.FAIL), attributes | {"error": "stopped before its first report"})

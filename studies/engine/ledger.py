@@ -28,39 +28,38 @@ import optuna
 from optuna.trial import TrialState
 
 from reports.results.names import (
-    FLOPS,
     INFEASIBLE,
     POINT_ATTRIBUTE,
     POINT_VALUES_ATTRIBUTE,
 )
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Preset, Study
-from studies.engine.endings import COST_ATTRIBUTES, ENDING_ATTRIBUTE, Ending, FinishedTrial
-from studies.engine.failures import failure_of
-from studies.engine.next_trial import FORBIDDEN, family_view, next_family, next_table_entry, with_point_due
+from studies.engine.endings import Ending, FinishedTrial
+from studies.engine.next_trial import FORBIDDEN, next_planned, next_table_entry
 from studies.engine.queue import (
     DRIVER_ATTRIBUTE,
-    PlannedTrial,
     driver_identity,
     enqueue,
-    fail_abandoned,
     queued,
-    retry,
     trial_id,
     trials_counted,
 )
+from studies.engine.recovery import Recovery
+from studies.engine.reporting import Reporting
 from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
-from studies.engine.stopping import stopping_rungs, stops_among, value_at
+from studies.engine.stopping import EarlyStopping
 from studies.engine.trial_config import forward_flops, model_config_of, unsearched_where_active
 from trainers.train import TrainConfig, compile_cache_dir
 
 MAX_RESAMPLES = 50
-INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 
 
-class Ledger:
+class Ledger(Reporting, Recovery):
     """Asks configurations of an Optuna study and records what the trials report.
+
+    Cut by job: asking (here), recording reports and endings (``reporting.Reporting``), a stopped
+    run's and other drivers' trials (``recovery.Recovery``), early stopping (``stopping.EarlyStopping``).
 
     Args:
         study: The Optuna study (created or resumed by the caller).
@@ -112,8 +111,7 @@ class Ledger:
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial whose ending Optuna has not been told
         self.ended: dict[int, Ending] = {}  # open trials that ended, waiting to fall into a view
         self.view_ends: dict[int, int] = {}  # trial number -> its view: the trials numbered below this
-        self.judged: dict[int, set[int]] = {}  # trial number -> the rungs early stopping judged it at
-        self.flops: dict[int, float] = {}  # trial number -> its forward FLOPs per example (as its worker reports them)
+        self.stopping = EarlyStopping(study, preset, maximize=definition.objectives[0].direction == "maximize")
         self.lag = preset.decision_lag
         self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
@@ -180,7 +178,7 @@ class Ledger:
         proposes the rest (none of a named point's own knobs).
         """
         if not queued(self.study):
-            enqueue(self.study, self._next_planned())
+            enqueue(self.study, next_planned(self.study, self.definition, self.grid, self.space.searched))
         with warnings.catch_warnings():  # heartbeats are recorded by this ledger, not Study.optimize's thread
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             trial = self.study.ask()
@@ -192,27 +190,6 @@ class Ledger:
         self.storage.record_heartbeat(self.trial_ids[trial.number])
         self.view_ends[trial.number] = trial.number - self.lag
         return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
-
-    def _next_planned(self) -> PlannedTrial:
-        """The next searched trial: an exhaustive preset's next table entry (``next_trial.next_table_entry``), or the
-        next family's trial (its named point, the first time) for the sampler to fill in."""
-        if self.grid:
-            entry = next_table_entry(self.study, self.grid, self.space.searched)
-            if entry is None:  # every entry trained: the resamples of a rejected last one end here
-                raise SearchSpaceError("the exhaustive table is whole, but a trial was asked")
-            point = entry.point
-            return PlannedTrial(
-                params=entry.params(self.space.searched),
-                family=entry.family.label,
-                baseline=entry.family.baseline,
-                point=point and point.label,
-                point_values=point and point.values,
-                seed_index=entry.seed_index,
-            )
-        family = next_family(self.study, self.definition.families)
-        return with_point_due(
-            self.study, self.definition.points, PlannedTrial(params=family.values, family=family.label, baseline=family.baseline)
-        )
 
     def _settled_before(self, limit: int) -> bool:
         """Tell Optuna the endings of this driver's trials numbered below ``limit``, in order; True when
@@ -233,41 +210,15 @@ class Ledger:
         del self.ended[number], self.open[number]
 
     def stops(self, number: int, step: int, value: float) -> bool:
-        """Early stopping, ASHA's rule within the trial's family, on its view of the store.
-
-        At each rung (``Preset.grace_steps`` times 2, 4, ... below the last step), a searched trial
-        is judged among its family's trials of its view (``view_ends``) that reached the rung: by
-        the ``median`` rule, one whose value is worse than their median stops; by the ``dominated``
-        rule (``Search.stopping_rule``), one that at least half of them dominate (a value as good
-        or better at FLOPs as low or lower, one of the two strictly) stops. Seed repeats and named
-        points never stop.
-
-        Args:
-            number: The trial's number.
-            step: The step it reported.
-            value: Its value of the study's first objective there.
-
-        Returns:
-            True if it stops here.
-        """
+        """Whether searched trial ``number`` stops at ``step`` with ``value`` of the first objective: judged by
+        ``stopping.EarlyStopping`` among its family's trials of its view (``view_ends``) at each rung it reaches.
+        Seed repeats and named points never stop; a trial another driver ended always does."""
         if number in self.given_up:  # another driver ended it: its training is of no use
             return True
         trial = self.open.get(number)
         if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
             return False
-        judged = self.judged.setdefault(number, set())
-        rungs = [rung for rung in stopping_rungs(self.preset) if rung <= step and rung not in judged]
-        if not rungs:
-            return False
-        rung = rungs[0]
-        judged.add(rung)
-        sign = 1.0 if self.objective.direction == "maximize" else -1.0
-        others = [
-            (sign * found, other.user_attrs.get(FLOPS))
-            for other in family_view(self.study, trial.user_attrs.get("family"), self.view_ends[number])
-            if (found := value_at(other, rung)) is not None
-        ]
-        return stops_among(self.preset.search.stopping_rule, (sign * value, self.flops.get(number)), others)
+        return self.stopping.stops(number, trial.user_attrs.get("family"), self.view_ends[number], step, value)
 
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
         """Record the trial's configuration and return what its worker needs.
@@ -281,7 +232,7 @@ class Ledger:
         train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + seed_offset(trial)}
         model = model_config_of(self.preset, knobs)
         if (flops := forward_flops(self.preset, knobs)) is not None:  # ``stops``, by dominance
-            self.flops[trial.number] = flops
+            self.stopping.flops[trial.number] = flops
         attributes = self.run_attributes | {
             "seed": train["seed"],
             "ray_trial_id": ray_trial_id,
@@ -301,174 +252,9 @@ class Ledger:
             "memory_bytes": self.memory_bytes,
         }
 
-    def record_report(self, number: int, result: Mapping[str, Any]) -> None:
-        """Store one report's value of the study's first objective (validation accuracy, bits per
-        byte ...) as the intermediate value at its step."""
-        trial = self.open.get(number)
-        if trial is None or self.objective.metric not in result:
-            return
-        # Optuna's Trial.report refuses multi-objective studies; its storage keeps the curve for any study.
-        step, value = int(result["step"]), float(result[self.objective.metric])
-        try:
-            self.storage.set_trial_intermediate_value(self.trial_ids[number], step, value)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            self._give_up(number)
-            self._tell_all_if_finished()
-
-    def _give_up(self, number: int) -> None:
-        """Let go of a trial that another driver ended: it failed it as stale while this driver was paused (a
-        stopped process, a lost network) and queued its retry. Its training is stopped (``stops``) and its
-        ending is not recorded: the store keeps the other driver's."""
-        self.open.pop(number, None)
-        self.ended.pop(number, None)
-        self.given_up.add(number)
-
-    def finish(
-        self, number: int, last: Mapping[str, Any] | None, error: str | None, exception: BaseException | None = None
-    ) -> None:
-        """Record a trial's ending: COMPLETE after its last step, PRUNED when stopped early, FAIL on error.
-
-        Args:
-            number: The trial's number.
-            last: Its last report (None: it reported nothing).
-            error: What its exception says (traceback included), or None when it ended without one.
-            exception: The exception, as Ray Tune kept it (``studies.engine.failures.failure_of`` reads it).
-
-        A failure that says the configuration cannot train is told to the sampler as
-        infeasible (``studies.engine.sampler.tell_infeasible``); a dead worker's, or a shared
-        GPU's out of memory, is queued again first (``studies.engine.queue.retry``).
-        """
-        trial = self.open.get(number)  # left open until Optuna has its ending: a Ctrl-C before it is stored fails it
-        if trial is None or number in self.ended:
-            return
-        if self._stored_state(number).is_finished():  # another driver ended it meanwhile
-            self._give_up(number)
-            self._tell_all_if_finished()
-            return
-        last = last or {}
-        for name in COST_ATTRIBUTES:
-            if name in last:
-                trial.set_user_attr(name, last[name])
-        if "step" in last:
-            trial.set_user_attr("reached_step", int(last["step"]))
-        if error is not None:
-            failure = failure_of(exception)
-            first, newline, rest = error.partition("\n")
-            trial.set_user_attr("error", f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error)
-            if failure.diverged_at_step is not None:
-                trial.set_user_attr("diverged_at_step", failure.diverged_at_step)
-            retried = failure.retry and self._retry(trial)
-            ending = Ending(TrialState.FAIL, infeasible=None if retried else failure.infeasible)
-        elif last.get("final"):
-            ending = Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in self.definition.objectives))
-            self.best_value = self.objective.best(v for v in (self.best_value, ending.values[0]) if v is not None)
-        elif "step" in last:
-            trial.set_user_attr("pruned_at_step", int(last["step"]))
-            ending = Ending(TrialState.PRUNED)
-        else:
-            trial.set_user_attr("error", "stopped before its first report")
-            ending = Ending(TrialState.FAIL)
-        self._ended(number, ending, last)
-
-    def _ended(self, number: int, ending: Ending, last: Mapping[str, Any]) -> None:
-        """Store a trial's ending, count it for the progress line, and tell Optuna what is due.
-
-        A repeat decides nothing, so its ending is told at once; a searched trial's waits for
-        the views that include it, or for the run's end (nothing more to ask, nothing running).
-        """
-        self.open[number].set_user_attr(ENDING_ATTRIBUTE, ending.attribute())
-        self.ended[number] = ending
-        self.finished[ending.outcome] += 1
-        trial, value = self.open[number], last.get(self.objective.metric)
-        attributes = trial.user_attrs  # one read of the store
-        self.endings.append(
-            FinishedTrial(
-                number,
-                str(attributes.get("family", "")),
-                dict(trial.params),
-                ending,
-                None if value is None else float(value),
-                int(last["step"]) if "step" in last else None,
-                float(last["wall_seconds"]) if "wall_seconds" in last else None,
-                attributes.get("repeat_of"),
-                attributes.get(POINT_ATTRIBUTE),
-                _test_value(last, self.objective.metric),
-            )
-        )
-        if self.grid or "repeat_of" in attributes:  # decides nothing: told at once
-            self._tell(number)
-        self._tell_all_if_finished()
-
-    def _tell_all_if_finished(self) -> None:
-        """At the run's end (nothing more to ask, nothing running), tell Optuna every ending still held:
-        held longer, they would hold every driver's next views back. The end comes when this run's last
-        trial ends (``_ended``) or when other drivers take the rest of the budget (``ask``)."""
-        if self.asked >= self.total and set(self.open) == set(self.ended):
-            for pending in sorted(self.ended):
-                self._tell(pending)
-
-    def interrupt(self, cause: str = "Ctrl-C") -> None:
-        """Fail the running trials of a run stopped by Ctrl-C (or SIGTERM, SIGHUP: ``cause`` names it) and
-        queue them again for the next run.
-
-        Ctrl-C lands between any two lines, so a trial still open here may have had its ending
-        stored just before (it is left as it is), or its retry queued already (not queued twice).
-        """
-        for number in sorted(self.ended):  # trials that did end are results: Optuna is told, once
-            if self._stored_state(number).is_finished():
-                del self.ended[number], self.open[number]
-            else:
-                self._tell(number)
-        retried = {PlannedTrial.of(waiting).retry_of for waiting in queued(self.study)}
-        for number in list(self.open):
-            trial = self.open.pop(number)
-            if self._stored_state(number).is_finished():
-                continue
-            trial.set_user_attr("error", f"interrupted ({cause}) before it finished; the next run retries its configuration")
-            trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
-            self.study.tell(trial, state=TrialState.FAIL)
-            if number not in retried:
-                retry(self.study, trial)
-
-    def _stored_state(self, number: int) -> TrialState:
-        """The state the store holds for trial ``number`` (an ending may have been stored just before a Ctrl-C)."""
-        return self.storage.get_trial(trial_id(self.storage, self.study, number)).state
-
-    def __getstate__(self) -> dict[str, Any]:
-        """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
-
-        (The study, the storage and the ask lock carry it, password included; Tune never restores a
-        ledger, whose record is the store itself.)
-        """
-        return {name: value for name, value in self.__dict__.items() if name not in ("study", "storage", "ask_lock", "open")}
-
-    def heartbeat(self) -> None:
-        """Record Optuna's heartbeat of this driver's running trials (other drivers fail them when it stops), and
-        fail other drivers' abandoned trials (``queue.fail_abandoned``): their retries are this run's to take."""
-        for number in list(self.open):
-            try:
-                self.storage.record_heartbeat(self.trial_ids[number])
-            except optuna.exceptions.UpdateFinishedTrialError:
-                self._give_up(number)
-        if not self.exclusive:
-            with self.ask_lock():
-                self.total += fail_abandoned(self.study, self.storage)
-
-    def _retry(self, trial: optuna.Trial) -> bool:
-        """Queue a failed trial's configuration again (``studies.engine.queue.retry``); True if queued."""
-        queued_again = retry(self.study, trial)
-        self.total += queued_again
-        return queued_again
-
     def done(self) -> bool:
         """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry)."""
         return not self.open and self.asked >= self.total
 
     def finished_count(self) -> int:
         return sum(self.finished.values())
-
-
-def _test_value(report: Mapping[str, Any], metric: str) -> float | None:
-    """A last report's value of the objective on the test split (``val_accuracy`` -> ``test_accuracy``), or None."""
-    value = report.get(metric.replace("val_", "test_", 1))
-    return None if value is None else float(value)

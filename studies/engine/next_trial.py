@@ -12,7 +12,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.frame import configuration_key
 from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
-from studies.catalogue.schema import Family, GridEntry, NamedPoint
+from search_space.space import SearchSpaceError
+from studies.catalogue.schema import Family, GridEntry, NamedPoint, Study
 from studies.engine.queue import COUNTED_STATES, MAX_RETRIES, PlannedTrial
 
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
@@ -72,3 +73,35 @@ def family_view(study: optuna.Study, family: str | None, view_end: int) -> list[
         and "repeat_of" not in t.user_attrs
         and INFEASIBLE_ATTRIBUTE not in t.user_attrs
     ]
+
+
+def next_planned(study: optuna.Study, definition: Study, grid: Sequence[GridEntry], searched: tuple[str, ...]) -> PlannedTrial:
+    """The next searched trial: an exhaustive preset's next table entry (``next_table_entry``), else the next
+    family's trial (its named point, the first time) for the sampler to fill in.
+
+    Args:
+        study: The Optuna study.
+        definition: The study's definition (its families and named points).
+        grid: An exhaustive preset's table (``Study.table_grid``), or empty.
+        searched: The space's searched knobs.
+
+    Raises:
+        SearchSpaceError: the table is whole, yet a trial was asked.
+    """
+    if grid:
+        entry = next_table_entry(study, grid, searched)
+        if entry is None:  # every entry trained: the resamples of a rejected last one end here
+            raise SearchSpaceError("the exhaustive table is whole, but a trial was asked")
+        point = entry.point
+        return PlannedTrial(
+            params=entry.params(searched),
+            family=entry.family.label,
+            baseline=entry.family.baseline,
+            point=point and point.label,
+            point_values=point and point.values,
+            seed_index=entry.seed_index,
+        )
+    family = next_family(study, definition.families)
+    return with_point_due(
+        study, definition.points, PlannedTrial(params=family.values, family=family.label, baseline=family.baseline)
+    )

@@ -4,9 +4,12 @@ a trial is judged at, and whether the trials of its family there make it stop.""
 from __future__ import annotations
 
 import numpy as np
+import optuna
 from optuna.trial import FrozenTrial
 
+from reports.results.names import FLOPS
 from studies.catalogue.schema import Preset
+from studies.engine.next_trial import family_view
 
 REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
 
@@ -49,3 +52,38 @@ def value_at(trial: FrozenTrial, rung: int) -> float | None:
     """A trial's value at a rung: its first report at or after that step (ASHA's), or None if it stopped before."""
     steps = [step for step in trial.intermediate_values if step >= rung]
     return trial.intermediate_values[min(steps)] if steps else None
+
+
+class EarlyStopping:
+    """A run's early stopping of its searched trials: each judged once at each rung it reaches, among its
+    family's trials of its view that reached the rung, by the preset's rule (``Search.stopping_rule``).
+
+    Args:
+        study: The Optuna study.
+        preset: Its budget (the rule, its rungs).
+        maximize: Whether higher values of the first objective are better.
+    """
+
+    def __init__(self, study: optuna.Study, preset: Preset, *, maximize: bool) -> None:
+        self.study, self.preset = study, preset
+        self.sign = 1.0 if maximize else -1.0
+        self.rungs = stopping_rungs(preset)
+        self.judged: dict[int, set[int]] = {}  # trial number -> the rungs it was judged at
+        self.flops: dict[int, float] = {}  # trial number -> its forward FLOPs per example (the dominated rule's)
+
+    def stops(self, number: int, family: str | None, view_end: int, step: int, value: float) -> bool:
+        """Whether searched trial ``number`` of ``family``, whose view holds the trials numbered below
+        ``view_end``, stops at ``step`` with ``value`` of the first objective (judged at the first rung
+        it reached and was not judged at; False between rungs)."""
+        judged = self.judged.setdefault(number, set())
+        rungs = [rung for rung in self.rungs if rung <= step and rung not in judged]
+        if not rungs:
+            return False
+        rung = rungs[0]
+        judged.add(rung)
+        others = [
+            (self.sign * found, other.user_attrs.get(FLOPS))
+            for other in family_view(self.study, family, view_end)
+            if (found := value_at(other, rung)) is not None
+        ]
+        return stops_among(self.preset.search.stopping_rule, (self.sign * value, self.flops.get(number)), others)

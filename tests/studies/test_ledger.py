@@ -303,8 +303,8 @@ def test_the_dominated_rule_keeps_a_worse_but_cheaper_trial_that_the_median_rule
         ledger.record_report(number, {"step": grace, "val_accuracy": value})
         ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
     mha_later = [ledger.ask(f"ray-{i}")["number"] for i in range(3)][-1]  # its view holds trial 0
-    assert ledger.flops[mha_later] > 0  # its analytic FLOPs, known from its ask
-    ledger.flops[mha_later] = flops
+    assert ledger.stopping.flops[mha_later] > 0  # its analytic FLOPs, known from its ask
+    ledger.stopping.flops[mha_later] = flops
     assert ledger.stops(mha_later, grace, 0.1) is stops
 
 
