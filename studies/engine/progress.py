@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from optuna.trial import TrialState
 from ray.tune import Callback
 
 from reports.results.quality import quality_named
@@ -62,21 +63,41 @@ def progress_line(ledger: Ledger, elapsed: float, concurrency: int, previous: tu
 def eta_seconds(
     ledger: Ledger, concurrency: int, previous: tuple[float, int, float] | None = None, elapsed: float = 0.0
 ) -> float | None:
-    """Seconds left: the trials left (the seed repeats after the search included), each at the mean wall
-    time of this run's trials, a slot each; None before a trial has ended. Never more than the previous
-    ETA less the time since, unless trials were added; at least a second while any is left."""
+    """Seconds left: the trials left (the seed repeats after the search included) on ``concurrency`` slots, a
+    seed repeat already queued or running at the wall time of the search trial it repeats (at full length),
+    any other at the mean wall time of this run's trials; None before a trial has ended. Never more than the
+    previous ETA less the time since, unless trials were added; at least a second while any is left."""
     left = ledger.total - ledger.finished_count() + ledger.then
     if left <= 0:
         return 0.0
     durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
     if not durations:
         return None
-    estimate = sum(durations) / len(durations) * math.ceil(left / max(concurrency, 1))
+    known = _repeat_seconds(ledger)[:left]
+    mean = sum(durations) / len(durations)
+    estimate = (sum(known) + mean * (left - len(known))) / left * math.ceil(left / max(concurrency, 1))
     if previous is not None:
         shown_at, left_then, eta_then = previous
         if left <= left_then:  # no work was added: the clock only runs down
             estimate = min(estimate, eta_then - (elapsed - shown_at))
     return max(estimate, 1.0)
+
+
+def _repeat_seconds(ledger: Ledger) -> list[float]:
+    """The expected wall seconds of each seed repeat queued or running: the search trial it repeats took that
+    long (scaled to the last step where it was stopped early). Seed repeats start with the fastest
+    configurations' (MHA's), so the mean of those that ended would say too little for the rest."""
+    trials = ledger.study.get_trials(deepcopy=False)
+    steps = ledger.preset.train.steps
+    seconds = []
+    for trial in trials:
+        if trial.state not in (TrialState.WAITING, TrialState.RUNNING) or (original := trial.user_attrs.get("repeat_of")) is None:
+            continue
+        attributes = trials[original].user_attrs
+        wall, reached = attributes.get("wall_seconds"), attributes.get("reached_step")
+        if wall is not None and reached:
+            seconds.append(float(wall) * steps / int(reached))
+    return seconds
 
 
 def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:

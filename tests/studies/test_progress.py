@@ -110,3 +110,20 @@ def test_piped_progress_never_prints_the_same_line_twice(tmp_path: Path, monkeyp
     progress.on_experiment_end([])  # the last trial ended: its line, then the new count
     lines = [line.split(" · ")[0] for line in piped.getvalue().splitlines() if line.startswith("trials ")]
     assert lines == ["trials 1/2 done", "trials 2/2 done"], lines
+
+
+def test_the_eta_of_seed_repeats_counts_each_at_the_time_its_search_trial_took(tmp_path: Path) -> None:
+    """Seed repeats start with the fastest configuration's: the mean of those that ended would say too little."""
+    planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
+    ledger = make_ledger(tmp_path, [planned, replace(planned, params=planned.params | {"num_heads": 4})], 0)
+    steps = ledger.preset.train.steps
+    fast, slow = (ledger.ask(f"ray-{i}")["number"] for i in range(2))
+    ledger.finish(fast, report(steps, final=True), None)  # 1.5 s
+    ledger.finish(slow, report(steps // 2) | {"wall_seconds": 15.0}, None)  # stopped halfway: 30 s at full length
+    for original, index in ((fast, 1), (slow, 1), (slow, 2)):
+        enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[original]), repeat_of=original, repeat_index=index))
+    ledger.total += 3  # as plan_repeats' run asks it
+    first = ledger.ask("ray-2")["number"]
+    ledger.finish(first, report(steps, final=True), None)  # the fast one's repeat: 1.5 s
+    assert eta_seconds(ledger, 1) == 60.0  # the slow one's two repeats, 30 s each (the mean of all that ended: 6 s)
+    assert eta_seconds(ledger, 2) == 30.0  # on two slots at once
