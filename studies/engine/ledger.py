@@ -111,7 +111,7 @@ class Ledger(Reporting, Recovery):
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial whose ending Optuna has not been told
         self.ended: dict[int, Ending] = {}  # open trials that ended, waiting to fall into a view
         self.view_ends: dict[int, int] = {}  # trial number -> its view: the trials numbered below this
-        self.stopping = EarlyStopping(study, preset, maximize=definition.objectives[0].direction == "maximize")
+        self.stopping = EarlyStopping(preset, maximize=definition.objectives[0].direction == "maximize")
         self.lag = preset.decision_lag
         self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
@@ -218,7 +218,7 @@ class Ledger(Reporting, Recovery):
         trial = self.open.get(number)
         if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
             return False
-        return self.stopping.stops(number, trial.user_attrs.get("family"), self.view_ends[number], step, value)
+        return self.stopping.stops(self.study, number, trial.user_attrs.get("family"), self.view_ends[number], step, value)
 
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
         """Record the trial's configuration and return what its worker needs.

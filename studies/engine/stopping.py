@@ -58,21 +58,22 @@ class EarlyStopping:
     """A run's early stopping of its searched trials: each judged once at each rung it reaches, among its
     family's trials of its view that reached the rung, by the preset's rule (``Search.stopping_rule``).
 
+    It holds no study (Ray Tune pickles the ledger that holds it, and a study carries its store's URL).
+
     Args:
-        study: The Optuna study.
-        preset: Its budget (the rule, its rungs).
+        preset: The run's budget (the rule, its rungs).
         maximize: Whether higher values of the first objective are better.
     """
 
-    def __init__(self, study: optuna.Study, preset: Preset, *, maximize: bool) -> None:
-        self.study, self.preset = study, preset
+    def __init__(self, preset: Preset, *, maximize: bool) -> None:
+        self.preset = preset
         self.sign = 1.0 if maximize else -1.0
         self.rungs = stopping_rungs(preset)
         self.judged: dict[int, set[int]] = {}  # trial number -> the rungs it was judged at
         self.flops: dict[int, float] = {}  # trial number -> its forward FLOPs per example (the dominated rule's)
 
-    def stops(self, number: int, family: str | None, view_end: int, step: int, value: float) -> bool:
-        """Whether searched trial ``number`` of ``family``, whose view holds the trials numbered below
+    def stops(self, study: optuna.Study, number: int, family: str | None, view_end: int, step: int, value: float) -> bool:
+        """Whether searched trial ``number`` of ``study``'s ``family``, whose view holds the trials numbered below
         ``view_end``, stops at ``step`` with ``value`` of the first objective (judged at the first rung
         it reached and was not judged at; False between rungs)."""
         judged = self.judged.setdefault(number, set())
@@ -83,7 +84,7 @@ class EarlyStopping:
         judged.add(rung)
         others = [
             (self.sign * found, other.user_attrs.get(FLOPS))
-            for other in family_view(self.study, family, view_end)
+            for other in family_view(study, family, view_end)
             if (found := value_at(other, rung)) is not None
         ]
         return stops_among(self.preset.search.stopping_rule, (self.sign * value, self.flops.get(number)), others)

@@ -3,7 +3,6 @@ apply, completed by the model's own defaults."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,13 +44,18 @@ def configuration_flops(
     known before it trains: completed as ``Ledger.ask`` completes a trial's (the preset's and the user's
     fixed values, then defaults). None for one the space's rules forbid or the task cannot build."""
 
-    @functools.cache
-    def flops(items: frozenset[tuple[str, Value]]) -> float | None:
-        chosen = dict(items)
-        try:
-            knobs = space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen))
-        except SearchSpaceError:
-            return None
-        return forward_flops(preset, knobs)
+    known: dict[frozenset[tuple[str, Value]], float | None] = {}  # a plain dict, unlike functools.cache: it pickles
 
-    return lambda config: flops(frozenset(config.items()))
+    def flops(config: Mapping[str, Value]) -> float | None:
+        key = frozenset(config.items())
+        if key not in known:
+            chosen = dict(config)
+            try:
+                knobs = space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen))
+            except SearchSpaceError:
+                known[key] = None
+            else:
+                known[key] = forward_flops(preset, knobs)
+        return known[key]
+
+    return flops
