@@ -532,3 +532,17 @@ def test_a_trial_another_driver_ended_is_given_up_cleanly(tmp_path: Path) -> Non
     ledger.heartbeat()
     ledger.finish(number, report(40), None)
     assert ledger.study.trials[number].state == TrialState.FAIL and ledger.done()
+
+
+def test_what_ray_tune_pickles_of_a_ledger_holds_neither_its_study_nor_its_store(tmp_path: Path) -> None:
+    """Tune pickles the searcher and so its ledger into its experiment files: a study there would carry the
+    store's URL (a password with it) and its sampler, whose FLOPs cache once made the pickling fail."""
+    from ray import cloudpickle
+
+    ledger = make_ledger(tmp_path, [], 3)
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    ledger.finish(numbers[0], report(PRESET.train.steps, final=True), None)
+    pickled = cloudpickle.dumps(ledger)
+    assert str(tmp_path / "store.db").encode() not in pickled  # the store's URL appears nowhere
+    restored = cloudpickle.loads(pickled)
+    assert not hasattr(restored, "study") and not hasattr(restored.stopping, "study")
