@@ -9,6 +9,7 @@ ledger       asks configurations and records every report and ending in the Optu
 reporting    the ledger's recording: each report's value, each ending stored at once and told when due
 recovery     the ledger's stops: Ctrl-C's trials failed and queued again, heartbeats, trials other drivers ended
 next_trial   what the next searched trial is: a table's next entry, the family whose turn it is, its named point
+views        a family's view of the store: the searched trials a decision about a trial reads
 stopping     early stopping's rule: the rungs, whether a family's trials there stop a trial, a run's judgements
 seeds        the seed layout: a run's trials, its seed repeats and a table's runs never share a seed
 trial_config a trial's model configuration from its knobs and the fixed values that apply, and its FLOPs

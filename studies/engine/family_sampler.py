@@ -27,10 +27,11 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.matching import matched
-from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE
+from reports.results.names import POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
 from studies.catalogue.schema import Study
 from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
+from studies.engine.views import in_family_view
 
 RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
 
@@ -118,11 +119,10 @@ class FamilySampler(optuna.samplers.BaseSampler):
             return None
         baselines = [
             other
-            for other in trials_while_sampling(study)
-            if other.number < trial.number
-            and other.state == TrialState.COMPLETE
-            and _family(other) == self._baseline
-            and not {"repeat_of", POINT_ATTRIBUTE, INFEASIBLE_ATTRIBUTE} & other.user_attrs.keys()
+            for other in trials_while_sampling(study)  # the sampling cache: ``family_view`` would read the store again
+            if other.state == TrialState.COMPLETE
+            and in_family_view(other, self._baseline, trial.number)
+            and POINT_ATTRIBUTE not in other.user_attrs
         ]
         if not baselines:
             return None

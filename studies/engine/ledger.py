@@ -48,7 +48,7 @@ from studies.engine.recovery import Recovery
 from studies.engine.reporting import Reporting
 from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
-from studies.engine.stopping import EarlyStopping
+from studies.engine.stopping import StoppingJudge
 from studies.engine.trial_config import forward_flops, model_config_of, unsearched_where_active
 from trainers.train import TrainConfig, compile_cache_dir
 
@@ -59,7 +59,7 @@ class Ledger(Reporting, Recovery):
     """Asks configurations of an Optuna study and records what the trials report.
 
     Cut by job: asking (here), recording reports and endings (``reporting.Reporting``), a stopped
-    run's and other drivers' trials (``recovery.Recovery``), early stopping (``stopping.EarlyStopping``).
+    run's and other drivers' trials (``recovery.Recovery``), early stopping (``stopping.StoppingJudge``).
 
     Args:
         study: The Optuna study (created or resumed by the caller).
@@ -111,7 +111,7 @@ class Ledger(Reporting, Recovery):
         self.open: dict[int, optuna.Trial] = {}  # trial number -> trial whose ending Optuna has not been told
         self.ended: dict[int, Ending] = {}  # open trials that ended, waiting to fall into a view
         self.view_ends: dict[int, int] = {}  # trial number -> its view: the trials numbered below this
-        self.stopping = EarlyStopping(preset, maximize=definition.objectives[0].direction == "maximize")
+        self.stopping = StoppingJudge(preset, maximize=definition.objectives[0].direction == "maximize")
         self.lag = preset.decision_lag
         self.waited_seconds, self._waiting_since = 0.0, None  # asks held back for earlier trials to end
         self.trial_ids: dict[int, int] = {}  # trial number -> the storage's id of it
@@ -211,7 +211,7 @@ class Ledger(Reporting, Recovery):
 
     def stops(self, number: int, step: int, value: float) -> bool:
         """Whether searched trial ``number`` stops at ``step`` with ``value`` of the first objective: judged by
-        ``stopping.EarlyStopping`` among its family's trials of its view (``view_ends``) at each rung it reaches.
+        ``stopping.StoppingJudge`` among its family's trials of its view (``view_ends``) at each rung it reaches.
         Seed repeats and named points never stop; a trial another driver ended always does."""
         if number in self.given_up:  # another driver ended it: its training is of no use
             return True

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from reports.results.frame import configuration_key
 from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
@@ -60,19 +60,6 @@ def next_family(study: optuna.Study, families: Sequence[Family]) -> Family:
         if "repeat_of" not in t.user_attrs and t.user_attrs.get(INFEASIBLE_ATTRIBUTE) != FORBIDDEN
     )
     return min(families, key=lambda family: asked[family.label])
-
-
-def family_view(study: optuna.Study, family: str | None, view_end: int) -> list[FrozenTrial]:
-    """The searched, trained trials of ``family`` numbered below ``view_end`` (all told: ``Ledger._settled_before``)."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return [
-        t
-        for t in trials
-        if t.number < view_end
-        and t.user_attrs.get("family") == family
-        and "repeat_of" not in t.user_attrs
-        and INFEASIBLE_ATTRIBUTE not in t.user_attrs
-    ]
 
 
 def next_planned(study: optuna.Study, definition: Study, grid: Sequence[GridEntry], searched: tuple[str, ...]) -> PlannedTrial:

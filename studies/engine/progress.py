@@ -38,21 +38,18 @@ def run_seconds() -> float:
 _IMPORTED = time.monotonic()
 
 
-def progress_line(ledger: Ledger, elapsed: float, concurrency: int, previous: tuple[float, int, float] | None = None) -> str:
+def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
     """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte).
 
     Args:
         ledger: The phase's ledger.
         elapsed: Seconds since the run began (its imports and Ray's start included).
-        concurrency: Trials that run at once.
-        previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown: an ETA never rises
-            while the work left does not grow, and reads 0 only when nothing is left.
+        seconds: The ETA (``eta_seconds``; None: not known yet).
     """
     done = ledger.finished_count()
     running = len(ledger.open) - len(ledger.ended)  # ended trials wait to be told to Optuna (``Ledger``)
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
-    seconds = eta_seconds(ledger, concurrency, previous, elapsed)
     eta = "--:--" if seconds is None else clock(seconds)
     then = f" (then up to {ledger.then} repeats)" if ledger.then else ""
     return (
@@ -66,8 +63,13 @@ def eta_seconds(
     """Seconds left: the trials left (the seed repeats after the search included) on ``concurrency`` slots, a
     seed repeat already queued or running at the wall time of the search trial it repeats (at full length),
     any other at the mean wall time of this run's trials; None before a trial has ended. Never more than the
-    previous ETA less the time since, unless trials were added; at least a second while any is left."""
-    left = ledger.total - ledger.finished_count() + ledger.then
+    previous ETA less the time since, unless trials were added; at least a second while any is left.
+
+    Args:
+        previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown.
+        elapsed: Seconds since the run began.
+    """
+    left = trials_left(ledger)
     if left <= 0:
         return 0.0
     durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
@@ -81,6 +83,11 @@ def eta_seconds(
         if left <= left_then:  # no work was added: the clock only runs down
             estimate = min(estimate, eta_then - (elapsed - shown_at))
     return max(estimate, 1.0)
+
+
+def trials_left(ledger: Ledger) -> int:
+    """Trials this run has still to see end: this phase's, then the seed repeats expected after it."""
+    return ledger.total - ledger.finished_count() + ledger.then
 
 
 def _repeat_seconds(ledger: Ledger) -> list[float]:
@@ -131,10 +138,10 @@ class ProgressLine(Callback):
     def _line(self) -> str:
         """The progress line now, the run's elapsed time counted from the process's start (not the phase's)."""
         elapsed = run_seconds()
-        line = progress_line(self.ledger, elapsed, self.concurrency, self.previous)
-        if (seconds := eta_seconds(self.ledger, self.concurrency, self.previous, elapsed)) is not None:
-            self.previous = (elapsed, self.ledger.total - self.ledger.finished_count() + self.ledger.then, seconds)
-        return line
+        seconds = eta_seconds(self.ledger, self.concurrency, self.previous, elapsed)  # reads the store: once a line
+        if seconds is not None:
+            self.previous = (elapsed, trials_left(self.ledger), seconds)
+        return progress_line(self.ledger, elapsed, seconds)
 
     def _show(self, line: str, ended: bool = False) -> None:
         """Draw ``line`` over the live one on a terminal (``ended``: for good); piped, print it only when it says

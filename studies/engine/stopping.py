@@ -9,7 +9,7 @@ from optuna.trial import FrozenTrial
 
 from reports.results.names import FLOPS
 from studies.catalogue.schema import Preset
-from studies.engine.next_trial import family_view
+from studies.engine.views import family_view
 
 REDUCTION_FACTOR = 2  # early stopping keeps the better half of a family at each rung (ASHA's rule)
 
@@ -54,7 +54,7 @@ def value_at(trial: FrozenTrial, rung: int) -> float | None:
     return trial.intermediate_values[min(steps)] if steps else None
 
 
-class EarlyStopping:
+class StoppingJudge:
     """A run's early stopping of its searched trials: each judged once at each rung it reaches, among its
     family's trials of its view that reached the rung, by the preset's rule (``Search.stopping_rule``).
 

@@ -47,7 +47,7 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     ledger.then = ahead
     first = ledger.ask("ray-0")["number"]
     ledger.finish(first, report(60, final=True), None)  # one trial of 1.5 s done: 3 + the repeats left
-    line = progress_line(ledger, 10.0, concurrency=1)
+    line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
     assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running")
     assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead)):02d}")
 
