@@ -6,6 +6,7 @@
     python -m benchmarks.truth.compare --repeat-seeds 3       # the compared configurations on 3 fresh seeds, not 6
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
     python -m benchmarks.truth.compare --against today        # each strategy against one, study seed by study seed
+    python -m benchmarks.truth.compare --seeds 300-599        # those study seeds only, replayed and summarized
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
 written as it ends, with its budget (trials, repeat seeds) and the table's content hash: re-running the same command
@@ -210,9 +211,17 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
 
 
 def run_replays(
-    table_file: Path, names: list[str], replays: int, definition: Study, preset: Preset, *, workers: int = 1
+    table_file: Path,
+    names: list[str],
+    replays: int,
+    definition: Study,
+    preset: Preset,
+    *,
+    workers: int = 1,
+    first_seed: int = 0,
 ) -> pd.DataFrame:
-    """Replay ``replays`` studies (seeds 0, 1, ...) of each strategy named, keeping each as it ends.
+    """Replay ``replays`` studies (seeds ``first_seed``, ``first_seed + 1``, ...) of each strategy named,
+    keeping each as it ends.
 
     Args:
         table_file: The table (its replays are kept beside it: ``replays_path``).
@@ -223,9 +232,11 @@ def run_replays(
             studies'; the repeats capped at the table's judging seeds, ``replay_preset``).
         workers: Replays at once, each in a process of its own (a replay is single-threaded Python);
             a replay's figures do not depend on it, only its ``replay_seconds``.
+        first_seed: The first study seed replayed.
 
     Returns:
-        Every replay of the strategies named (the file's and the new ones), one row each, by
+        Every replay of the strategies named at this budget (the file's, whatever their seeds, and the
+        new ones), one row each, by
         strategy (in ``names``' order) and seed.
 
     Raises:
@@ -256,7 +267,12 @@ def run_replays(
         ]
         budget = (preset.trials, preset.repeat_seeds)
         have = {(row["strategy"], int(row["trials"]), int(row["repeat_seeds"]), int(row["seed"])) for row in rows}
-        wanted = [(name, seed) for name in names for seed in range(replays) if (name, *budget, seed) not in have]
+        wanted = [
+            (name, seed)
+            for name in names
+            for seed in range(first_seed, first_seed + replays)
+            if (name, *budget, seed) not in have
+        ]
         # The file in one order whatever a run names (``STRATEGIES``', then strategies no longer there), so that
         # its diffs show the rows a run added; then by budget and seed.
         order = {name: rank for rank, name in enumerate(dict.fromkeys([*STRATEGIES, *(row["strategy"] for row in rows)]))}
@@ -401,12 +417,34 @@ def _median_hours(hours: list[float]) -> str:
     return f"{float(np.median(hours)):.2f}" + (f" ({never} never)" if never else "")
 
 
+def _seed_range(text: str) -> range:
+    """``FIRST-LAST`` (study seeds, inclusive) as a range.
+
+    Raises:
+        argparse.ArgumentTypeError: not two whole numbers with FIRST <= LAST.
+    """
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST-LAST with 0 <= FIRST <= LAST, e.g. 300-599")
+    return range(int(first), int(last) + 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.truth.compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
-    parser.add_argument("--replays", type=int, default=100, help="studies replayed per strategy (seeds 0 .. N-1)")
+    parser.add_argument(
+        "--replays",
+        type=int,
+        help="studies replayed per strategy (seeds 0 .. N-1; default 100); the summary reads every seed kept",
+    )
+    parser.add_argument(
+        "--seeds",
+        metavar="FIRST-LAST",
+        type=_seed_range,
+        help="replay study seeds FIRST to LAST (inclusive) and summarize those alone (instead of --replays)",
+    )
     parser.add_argument(
         "--trials", type=int, help="trials of each replayed study, its families' and named points' (default: the quick preset's)"
     )
@@ -427,7 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=os.cpu_count() or 1, help="replays at once, a process each (default: this machine's CPUs)"
     )
     args = parser.parse_args(argv)
-    if args.replays < 1:
+    if args.seeds is not None and args.replays is not None:
+        parser.error("--seeds and --replays both choose the study seeds: give one")
+    seeds = args.seeds or range(100 if args.replays is None else args.replays)
+    if args.replays is not None and args.replays < 1:
         parser.error(f"--replays must be 1 or more, got {args.replays}")
     if args.repeat_seeds is not None and args.repeat_seeds < 1:
         parser.error(f"--repeat-seeds must be 1 or more, got {args.repeat_seeds}")
@@ -449,10 +490,12 @@ def main(argv: list[str] | None = None) -> int:
             preset = replace(preset, trials=args.trials)
         if args.repeat_seeds is not None:
             preset = replace(preset, repeat_seeds=args.repeat_seeds)
-        frame = run_replays(args.table, names, args.replays, definition, preset, workers=args.workers)
+        frame = run_replays(args.table, names, len(seeds), definition, preset, workers=args.workers, first_seed=seeds.start)
     except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.seeds is not None:
+        frame = frame[frame["seed"].isin(seeds)].reset_index(drop=True)
     families = [family.label for family in definition.families]
     if args.against is not None:
         matches = [name for name in names if args.against in name]

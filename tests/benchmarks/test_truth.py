@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -130,6 +131,9 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
     [
         ("compare", ["--replays", "0"], "--replays must be 1 or more"),
         ("compare", ["--replays", "-5"], "--replays must be 1 or more"),
+        ("compare", ["--seeds", "599-300"], "'599-300' is not FIRST-LAST"),
+        ("compare", ["--seeds", "300"], "'300' is not FIRST-LAST"),
+        ("compare", ["--seeds", "0-9", "--replays", "10"], "--seeds and --replays both choose"),
         ("compare", ["--horizon", "nan"], "--horizon must be a positive"),
         ("compare", ["--workers", "0"], "--workers must be 1 or more"),
         ("compare", ["--repeat-seeds", "0"], "--repeat-seeds must be 1 or more"),
@@ -394,6 +398,26 @@ def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
     assert "error: another run is replaying into" in capsys.readouterr().err
     assert replays_path(path).read_bytes() == kept
     assert run_replays(path, [name], 2, definition, preset)["seed"].tolist() == [0, 1]  # released, it runs
+
+
+def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
+    committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    definition, preset = slice_study_and_preset()
+    path = tmp_path / "slice.csv"
+    write(committed.rows, committed.provenance, path)
+    name = "random untried, no early stopping"
+    run_replays(path, [name], 2, definition, preset)  # seeds 0-1 kept
+    assert run_replays(path, [name], 2, definition, preset, first_seed=5)["seed"].tolist() == [0, 1, 5, 6]
+    assert sorted(pd.read_csv(replays_path(path))["seed"]) == [0, 1, 5, 6]  # seeds 0-1 not replayed again
+    # The command on a copy of the committed table and its replays: the seeds asked for, alone, replayed by none.
+    for source in (COMMITTED, COMMITTED.with_suffix(".json"), replays_path(COMMITTED)):
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    copy = tmp_path / COMMITTED.name
+    kept = replays_path(copy).read_bytes()
+    assert main(["--table", str(copy), "--seeds", "300-301", "--only", "random untried in the cost band", "--workers", "1"]) == 0
+    assert re.search(r"^replays\s+2$", capsys.readouterr().out, re.MULTILINE)  # two of the 600 kept
+    assert replays_path(copy).read_bytes() == kept
 
 
 def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committed: Table, tmp_path: Path) -> None:
