@@ -30,7 +30,7 @@ import optuna
 import pandas as pd
 
 from common.outputs import REPORTS_DIR, exit_with, write_atomically
-from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path
+from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path, study_file_stem
 from reports.images import RendererError, check_renderer, write_images
 from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, listing_data, resolve_study_name
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
         if command == "compare" and len(found) < 2:
             raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
-        output = output or report_path(found[0].study.study_name)
+        output = output or report_path(found[0].study.study_name, found[0].url)
         kept = [path for url in urls for path in store_files(url)]  # no output may overwrite a store
         check_writable_file(output, "-o", keep=kept)
         for directory, option in ((args.png, "--png"), (args.csv, "--csv")):
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_writable_dir(directory, option)
         if args.png:
             check_renderer()
-        for path, option in _table_paths(_tables_name([one.study.study_name for one in found]), args):
+        tables_name = _tables_name([(one.study.study_name, one.url) for one in found])
+        for path, option in _table_paths(tables_name, args):
             check_writable_file(path, option, keep=kept)
     except (StorageURLError, LookupError, OutputPathError, RendererError) as error:
         parser.error(str(error))
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         path = write_atomically(output, page)
         said = sys.stderr if args.markdown == "-" else sys.stdout  # stdout holds the Markdown alone
-        _write_tables(read, args, said)
+        _write_tables(read, tables_name, args, said)
         if args.png:
             print(write_images(figures, args.png), file=said)
     except OSError as error:  # a full disk, say: write_atomically left no partial file
@@ -206,9 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _tables_name(studies: list[str]) -> str:
-    """What the table files are named after: the one study, or ``compare`` for several."""
-    return studies[0] if len(studies) == 1 else "compare"
+def _tables_name(studies: list[tuple[str, str]]) -> str:
+    """What the table files are named after: the one study (``study_file_stem``: its name, and its store's
+    tag unless the store is the default one), or ``compare`` for several.
+
+    Args:
+        studies: Each study's name and its store's URL.
+    """
+    return study_file_stem(*studies[0]) if len(studies) == 1 else "compare"
 
 
 def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
@@ -217,12 +223,18 @@ def _table_paths(name: str, args: argparse.Namespace) -> list[tuple[Path, str]]:
     return paths + ([(Path(args.markdown), "--markdown")] if args.markdown not in (None, "-") else [])
 
 
-def _write_tables(read: dict[str, StudyResults], args: argparse.Namespace, said: TextIO) -> None:
+def _write_tables(read: dict[str, StudyResults], name: str, args: argparse.Namespace, said: TextIO) -> None:
     """``--csv`` and ``--markdown``: the tables as data (``reports.tables``), of one study or (several: a
-    comparison) each study's, with a ``study`` column first; what was written is ``said``."""
+    comparison) each study's, with a ``study`` column first; what was written is ``said``.
+
+    Args:
+        read: Each study's results, by label.
+        name: What the CSV files are named after (``_tables_name``).
+        args: The parsed command line (``--csv``, ``--markdown``).
+        said: Where the files written are named.
+    """
     from reports.tables import fronts_data, markdown, verdict_data
 
-    name = _tables_name(list(read))
     if args.csv:  # for analysis: numbers as numbers, one quantity a column (the display strings are Markdown's)
         for table, data in (("fronts", fronts_data), ("verdict", verdict_data)):
             frames = [data(results) for results in read.values()]

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from common.outputs import REPORTS_DIR
-from storage import on_read_only_medium
+from storage import on_read_only_medium, store_tag
 
 
 class OutputPathError(ValueError):
@@ -23,9 +23,21 @@ def safe_file_name(name: str) -> str:
     return cleaned or "study"
 
 
-def report_path(study_name: str, directory: Path = REPORTS_DIR) -> Path:
-    """The default report file of a study: ``<directory>/<safe name>.html``."""
-    return directory / f"{safe_file_name(study_name)}.html"
+def study_file_stem(study_name: str, url: str) -> str:
+    """What a study's default files are named after: its safe name (``safe_file_name``), and for a
+    store other than the default one ``.store-<tag>`` (``storage.store_tag``), so that studies of one
+    name in two stores never write the same file.
+
+    Raises:
+        StorageURLError: see ``storage.parse_storage_url``.
+    """
+    tag = store_tag(url)
+    return safe_file_name(study_name) + ("" if tag is None else f".store-{tag}")
+
+
+def report_path(study_name: str, url: str, directory: Path = REPORTS_DIR) -> Path:
+    """The default report file of a study of the store at ``url``: ``<directory>/<study_file_stem>.html``."""
+    return directory / f"{study_file_stem(study_name, url)}.html"
 
 
 def _nearest_existing(path: Path) -> Path:

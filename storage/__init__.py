@@ -3,6 +3,7 @@
 from storage.database_lock import StoreBusyError
 from storage.factory import StudyLock, open_storage
 from storage.failures import failed_database, full_disk, store_or_disk_failed
+from storage.identity import store_tag
 from storage.sqlite_files import (
     check_sqlite_store,
     on_read_only_medium,
@@ -35,6 +36,7 @@ __all__ = [
     "parse_storage_url",
     "resolve_storage_url",
     "single_writer",
+    "store_tag",
     "sqlite_path",
     "sqlite_read_only_flags",
     "store_files",

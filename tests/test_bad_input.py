@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import reports.__main__ as reports_cli
+from storage import store_tag
 from studies.run import main as run_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -540,7 +541,8 @@ def test_report_names_from_the_store_never_leave_the_output_folder(
     assert reports_cli.main([name, "--storage", STORE]) == 0
 
     written = [p for p in tmp_path.rglob("*.html")]
-    assert [p.relative_to(tmp_path) for p in written] == [Path("work/runs/reports/_.._escaped_evil.html")]
+    tag = store_tag(STORE)  # store.db is not the default store: its files carry its tag
+    assert [p.relative_to(tmp_path) for p in written] == [Path(f"work/runs/reports/_.._escaped_evil.store-{tag}.html")]
     assert not (tmp_path / "escaped").exists()
     assert oct(written[0].stat().st_mode & 0o777) == "0o600"
 

@@ -84,7 +84,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         )
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
-        report = options.report or report_path(optuna_study.study_name)
+        report = options.report or report_path(optuna_study.study_name, run.url)
         ahead = most_repeats(study, run.repeat_seeds)
         then = f", then up to {ahead} seed repeats" if ahead else ""
         print(f"study {optuna_study.study_name}: {to_run} search trials to run (--trials {run.trials}){then}", file=out)

@@ -66,7 +66,7 @@ def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> l
         title: optuna.load_study(study_name=outcome.study_name, storage=open_storage(url, read_only=True))
         for title, outcome in zip(suite.studies, outcomes, strict=True)
     }
-    report = options.report or report_path(suite.report_name(preset))
+    report = options.report or report_path(suite.report_name(preset), url)
     frames = {title: trials_frame(store) for title, store in stores.items()}  # read once: the page and the lines
     links = {name: _relative(outcome.report, report.parent) for name, outcome in zip(stores, outcomes, strict=True)}
     write_atomically(report, suite_html(suite.report_name(preset), suite.doc, stores, frames, url, links))

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from tests.conftest import SMOKE_STUDY
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
@@ -45,7 +47,7 @@ def render(browser: str, page: Path, profile: Path, *arguments: str) -> subproce
 
 
 def test_every_figure_draws_without_script_errors(smoke_run: dict, browser: str, tmp_path: Path) -> None:
-    page = smoke_run["root"] / "runs" / "reports" / f"{SMOKE_STUDY}.html"
+    page = report_path(SMOKE_STUDY, smoke_run["url"], smoke_run["root"] / REPORTS_DIR)
     rendered = render(browser, page, tmp_path / "profile", "--dump-dom")
     dom = rendered.stdout
     for figure in FIGURES:
@@ -58,7 +60,7 @@ def test_every_figure_draws_without_script_errors(smoke_run: dict, browser: str,
 def test_screenshot_is_saved_and_not_blank(smoke_run: dict, browser: str, tmp_path: Path) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / f"{SMOKE_STUDY}.png"
-    page = smoke_run["root"] / "runs" / "reports" / f"{SMOKE_STUDY}.html"
+    page = report_path(SMOKE_STUDY, smoke_run["url"], smoke_run["root"] / REPORTS_DIR)
     render(browser, page, tmp_path / "profile", "--window-size=1280,4200", f"--screenshot={shot}")
     with Image.open(shot) as image:
         assert image.size == (1280, 4200)

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from reports.__main__ import main
+from reports.files import study_file_stem
 from reports.results import StudyResults
 from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
@@ -125,8 +126,10 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--csv", str(tmp_path / "csv")]) == 0
     assert main(["lra_sharing-smoke", "--storage", url, "-o", str(tmp_path / "r.html"), "--markdown", str(markdown)]) == 0
     results = StudyResults.read(optuna.load_study(study_name=SMOKE_STUDY, storage=url))
-    fronts = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-fronts.csv")
-    verdict = pd.read_csv(tmp_path / "csv" / f"{SMOKE_STUDY}-verdict.csv")
+    stem = study_file_stem(SMOKE_STUDY, url)  # the smoke run's store is not this folder's runs/optuna.db: tagged
+    assert stem.startswith(f"{SMOKE_STUDY}.store-")
+    fronts = pd.read_csv(tmp_path / "csv" / f"{stem}-fronts.csv")
+    verdict = pd.read_csv(tmp_path / "csv" / f"{stem}-verdict.csv")
     assert len(verdict) > 0 and verdict["compared"].tolist() == verdict_frame(results)["compared"].tolist()
     shown = {label for row in verdict["compared"] for label in row.split(" = ")}  # a point that is its pick joins its row
     assert shown == {c.family for c in results.verdict.comparisons}
@@ -156,6 +159,33 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
     )
     assert shown.stdout.startswith(f"# {SMOKE_STUDY}\n") and "report:" not in shown.stdout
     assert "report: " in shown.stderr and "A new study created" not in shown.stderr
+
+
+def test_two_stores_studies_of_one_name_never_write_the_same_default_files(
+    smoke_run: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The default store's report keeps its plain name; another store's carries the store's tag, so
+    reporting it replaces nothing of the first (it did: same name, exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DAMCHA_STORAGE_URL", raising=False)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    _copy_store(smoke_run["url"], tmp_path / "runs" / "optuna.db")
+    _copy_store(smoke_run["url"], tmp_path / "elsewhere" / "optuna.db")
+    assert main([SMOKE_STUDY, "--csv", "tables"]) == 0
+    plain = Path("runs", "reports", f"{SMOKE_STUDY}.html")
+    first = plain.read_bytes()
+    other = "sqlite:///elsewhere/optuna.db"
+    assert main([SMOKE_STUDY, "--storage", other, "--csv", "tables"]) == 0
+    tagged = Path("runs", "reports", f"{study_file_stem(SMOKE_STUDY, other)}.html")
+    assert plain.read_bytes() == first and tagged.exists() and tagged != plain
+    assert f"report: {tagged}" in capsys.readouterr().out
+    assert sorted(path.name for path in Path("tables").iterdir()) == sorted(
+        f"{stem}-{table}.csv" for stem in (SMOKE_STUDY, study_file_stem(SMOKE_STUDY, other)) for table in ("fronts", "verdict")
+    )
+    # However a URL names a store, its tag is the same; the default store has none.
+    assert study_file_stem(SMOKE_STUDY, f"sqlite:///{tmp_path}/elsewhere/../elsewhere/optuna.db") == tagged.stem
+    assert study_file_stem(SMOKE_STUDY, f"sqlite:///{tmp_path}/runs/optuna.db") == SMOKE_STUDY
 
 
 def test_compare_across_two_stores_shows_each_study_s_verdict_and_tables(smoke_run: dict, tmp_path: Path, capsys) -> None:

@@ -20,6 +20,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from reports.results.frame import outcome as outcome_of
 from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
 from search_space.space import Choice
@@ -234,7 +236,8 @@ def test_a_stopping_signal_fails_the_stopped_trials_and_keeps_the_finished_repor
     SIGHUP takes SIGTERM's handler, ``test_sighup_takes_the_same_path_as_sigterm``; Ray Tune's SIGUSR1)."""
     shutil.copytree(faulted_run["root"], tmp_path, dirs_exist_ok=True)  # a finished study, its report and its data
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    report = tmp_path / "runs" / "reports" / f"{STUDY}.html"
+    report = report_path(STUDY, url, tmp_path / REPORTS_DIR)  # the copied store's own name: named after its file
+    report_path(STUDY, faulted_run["url"], tmp_path / REPORTS_DIR).rename(report)
     page = report.read_bytes()
 
     command = with_ctrl_c(

@@ -20,6 +20,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from studies.catalogue import LRA_SUITE
 from studies.catalogue.lra_suite import LRA_TASKS
 from studies.engine.options import RunOptions
@@ -53,7 +55,14 @@ def suite_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     stores = {
         title: optuna.load_study(study_name=study.store_name("smoke"), storage=url) for title, study in suite.studies.items()
     }
-    return {"root": root, "data": data, "stores": stores, "output": output.getvalue(), "tasks": {t: LRA_TASKS[t] for t in titles}}
+    return {
+        "root": root,
+        "url": url,
+        "data": data,
+        "stores": stores,
+        "output": output.getvalue(),
+        "tasks": {t: LRA_TASKS[t] for t in titles},
+    }
 
 
 def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated(suite_run: dict) -> None:
@@ -80,7 +89,7 @@ def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated
 
 
 def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average(suite_run: dict) -> None:
-    page = (suite_run["root"] / "runs" / "reports" / "lra_suite-smoke-v1.html").read_text()
+    page = report_path("lra_suite-smoke-v1", suite_run["url"], suite_run["root"] / REPORTS_DIR).read_text()
     table = re.search(r"<table[^>]*>.*?</table>", page, re.DOTALL).group(0)
     header = re.findall(r"<th>(.*?)</th>", table.split("</thead>")[0])
     assert header == ["family", *suite_run["tasks"], "average"]
@@ -94,7 +103,7 @@ def test_the_suite_report_has_a_row_per_family_a_column_per_task_and_the_average
     for title, task in suite_run["tasks"].items():  # each verdict, linked to its task's own report
         study = f"lra_suite_{task.removeprefix('lra_')}"
         assert f'<a href="{study}-smoke-v3.html">{title}</a>' in page
-        assert (suite_run["root"] / "runs" / "reports" / f"{study}-smoke-v3.html").is_file()
+        assert report_path(f"{study}-smoke-v3", suite_run["url"], suite_run["root"] / REPORTS_DIR).is_file()
     assert "lra_suite-smoke-v1" in suite_run["output"] and "average over the tasks: MHA " in suite_run["output"]
 
 

@@ -13,6 +13,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.results.verdict import verdict
 from studies.catalogue import CROSS_HEAD, RECALL_HEADS
@@ -28,7 +30,14 @@ def mqar_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         patch.chdir(root)
         assert main([definition.name, "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]) == 0
     study = optuna.load_study(study_name=definition.store_name("smoke"), storage=url)
-    return {"definition": definition, "root": root, "study": study, "trials": study.get_trials(), "output": output.getvalue()}
+    return {
+        "definition": definition,
+        "root": root,
+        "url": url,
+        "study": study,
+        "trials": study.get_trials(),
+        "output": output.getvalue(),
+    }
 
 
 def test_the_families_take_their_search_trials_in_turn_each_of_its_own_attention(mqar_run: dict) -> None:
@@ -67,6 +76,6 @@ def test_every_family_is_rerun_on_fresh_seeds_and_named_in_the_verdict(mqar_run:
 
 def test_report_draws_a_front_per_family(mqar_run: dict) -> None:
     definition = mqar_run["definition"]
-    page = (Path(mqar_run["root"]) / "runs" / "reports" / f"{definition.store_name('smoke')}.html").read_text()
+    page = report_path(definition.store_name("smoke"), mqar_run["url"], Path(mqar_run["root"]) / REPORTS_DIR).read_text()
     for family in definition.families:
         assert f'"name":"{family.label} front' in page, family.label

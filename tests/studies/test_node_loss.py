@@ -14,6 +14,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
 from tests.processes import kill_tree, processes_naming, start_ray_node, stop_ray_node
@@ -76,6 +78,6 @@ def test_a_study_survives_losing_a_worker_node(two_nodes: dict, tmp_path: Path) 
     assert all(retries[t.number].state in (TrialState.COMPLETE, TrialState.PRUNED) for t in lost)  # on the survivor
     searched = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(searched) == TRIALS and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    report = (tmp_path / "runs" / "reports" / f"{STUDY}.html").read_text()
+    report = report_path(STUDY, url, tmp_path / REPORTS_DIR).read_text()
     assert f"{len(lost)} fail" in output  # the summary counts the lost trials
     assert f"<th>FAIL</th><td>{len(lost)}</td>" in report and "failed or infeasible" in report  # and so does the report

@@ -8,6 +8,8 @@ from dataclasses import fields
 import optuna
 from optuna.trial import TrialState
 
+from common.outputs import REPORTS_DIR
+from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.results.matching import pairings
 from studies.catalogue import LRA_SHARING
@@ -86,7 +88,7 @@ def test_the_families_share_the_budget_each_searched_over_its_knobs(smoke_run: d
 
 
 def test_report_holds_the_pareto_figure_and_works_offline(smoke_run: dict) -> None:
-    page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
+    page = report_path(NAME, smoke_run["url"], smoke_run["root"] / REPORTS_DIR).read_text()
     assert 'id="pareto-figure"' in page and "Pareto front" in page
     assert re.search(r"<script[^>]*\bsrc=", page) is None  # nothing fetched: plotly.js is embedded
     assert "Plotly.newPlot" in page and len(page) > 3_000_000
@@ -136,7 +138,7 @@ def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
 
     sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs[VERDICT_ATTRIBUTE]
     assert f"  verdict: {sentence}\n" in smoke_run["output"]
-    page = (smoke_run["root"] / "runs" / "reports" / f"{NAME}.html").read_text()
+    page = report_path(NAME, smoke_run["url"], smoke_run["root"] / REPORTS_DIR).read_text()
     assert f'<p class="headline">{html.escape(sentence)}</p>' in page
     # beside the verdict, how sure it is: the smoke preset has no replays of a truth table, and says so
     assert f"  {PLUMBING_CHECK}\n" in smoke_run["output"] and html.escape(PLUMBING_CHECK) in page
