@@ -21,7 +21,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from benchmarks.servers import postgres_binaries, throwaway_postgres
+from common.postgres_server import postgres_binaries, throwaway_postgres
 from storage import masked_url, open_storage
 from studies.run import integer_from, positive_number
 

@@ -105,7 +105,7 @@ def _count_trial_frames(patch: pytest.MonkeyPatch) -> list[str]:
 @pytest.fixture(scope="session")
 def postgres_url():
     """A throw-away PostgreSQL server on 127.0.0.1 (as NOTES.md shows), stopped by ``pg_ctl stop`` at the end."""
-    from benchmarks.servers import postgres_binaries, throwaway_postgres
+    from common.postgres_server import postgres_binaries, throwaway_postgres
 
     bin_dir = postgres_binaries()
     if bin_dir is None:

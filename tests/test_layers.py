@@ -84,3 +84,11 @@ def test_the_rules_can_fail() -> None:
     """The check sees real imports: the engine does import the catalogue's schema and the reports."""
     assert _violations("studies.engine", ("studies.engine",))
     assert any("studies.catalogue.schema" in line for line in _violations("studies.engine", ("studies.engine",)))
+
+
+@pytest.mark.parametrize("helper", ["conftest.py", "commands.py"])
+def test_the_suite_s_shared_helpers_import_nothing_from_benchmarks(helper: str) -> None:
+    """Every test loads these: they import the product and ``common``, never ``benchmarks/`` (which sits above all)."""
+    imported = _imports(ROOT / "tests" / helper)
+    assert imported, f"tests/{helper} imports nothing of ours: the check reads the wrong file"
+    assert sorted(name for name in imported if _within(name, "benchmarks")) == []

@@ -101,7 +101,7 @@ def test_the_cluster_recipe_runs_a_job_whose_password_is_in_postgresql_s_passwor
     import shutil
     import tempfile
 
-    from benchmarks.servers import postgres_binaries, throwaway_postgres
+    from common.postgres_server import postgres_binaries, throwaway_postgres
     from tests.processes import start_ray_node, stop_ray_node
 
     bin_dir = postgres_binaries()

@@ -327,7 +327,7 @@ def test_a_postgresql_server_that_stops_mid_run_ends_it_in_one_sentence_and_the_
     """The server shuts down (an administrator's fast shutdown) while trials train: one sentence naming the store
     (no password), exit 2, no library's traceback; started again, the same command recovers what was running
     (at once: its driver ran on this host) and finishes the budget, counting nothing twice."""
-    from benchmarks.servers import postgres_binaries, throwaway_postgres_server
+    from common.postgres_server import postgres_binaries, throwaway_postgres_server
 
     if (bin_dir := postgres_binaries()) is None:
         pytest.skip("needs Debian's postgresql package and root (apt-get install postgresql)")
