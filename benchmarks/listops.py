@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from trainers.data.listops import add_spec_arguments, generate, spec_from_arguments
-from trainers.data.tasks import listops_generated
+from trainers.data.loaders import listops_generated
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,7 +2,7 @@
 
 Model knobs are ``trainers.config.ModelConfig``'s knob fields (its own and every
 attention family's); training knobs are ``trainers.train.TrainConfig``'s. Each field
-declares its default, full domain and help once (``trainers.knobs.knob``); a family's
+declares its default, full domain and help once (``trainers.knob_declarations.knob``); a family's
 knob exists only where ``attention`` names a family that has it. Which combinations
 train is the configs' own check, so the search space and the model cannot disagree.
 """
@@ -15,7 +15,7 @@ from dataclasses import Field
 from search_space.space import Choice, Knob, Range, Rule, Value
 from trainers.attention import ATTENTION
 from trainers.config import ModelConfig
-from trainers.knobs import knob_fields, knob_names, spec_of
+from trainers.knob_declarations import knob_fields, knob_names, spec_of
 from trainers.train import TrainConfig
 
 MODEL_KNOBS = knob_names(ModelConfig)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from common.naming import lookup
 from trainers.attention import ATTENTION, CROSS_HEAD_BASELINES, DAMCHA, AttentionKnobs, parse_sharing
-from trainers.knobs import knob, knob_fields, knob_names
+from trainers.knob_declarations import knob, knob_fields, knob_names
 
 ARCHITECTURES: tuple[str, ...] = ("encoder", "pair", "decoder")
 POOLINGS: tuple[str, ...] = ("cls", "mean")

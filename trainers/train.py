@@ -23,7 +23,7 @@ from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, model_flops
 from trainers.data.batches import iterate_batches, iterate_pair_batches
 from trainers.data.recall import IGNORE
-from trainers.knobs import knob
+from trainers.knob_declarations import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
 from trainers.precisions import PRECISIONS
@@ -331,7 +331,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     Args:
         model_config: The model.
         train_config: Steps, optimizer, evaluation schedule, seed and device.
-        splits: ``train`` and ``val`` splits of a task (``trainers.data.tasks``), and ``test``, which
+        splits: ``train`` and ``val`` splits of a task (``trainers.data.loaders``), and ``test``, which
             the last report scores (``test_accuracy``, ``test_count``, ``test_loss``) and nothing else reads.
         report: Called after each evaluation with ``(step, metrics)``; metrics hold
             ``step``, ``val_accuracy``, ``val_count`` (the predictions it counts),

@@ -117,6 +117,10 @@ STRATEGIES = {
             "GP per family untried in the cost band, stopping the dominated",
             Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=True),
         ),
+        Strategy(
+            "random untried in the cost band, ASHA per family",
+            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True),
+        ),
     )
 }
 HYPERVOLUME_SHARE = 0.95

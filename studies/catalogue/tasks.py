@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import datasets
 
-from trainers.data import tasks as loaders
+from trainers.data import loaders
 from trainers.data.corpus import (
     HUB_PREFIX,
     STDLIB,
@@ -142,7 +142,7 @@ class Release:
     """One Long Range Arena task read from the release files.
 
     Attributes:
-        loader: ``loader(data_dir, cache_dir=...)`` from ``trainers.data.tasks``.
+        loader: ``loader(data_dir, cache_dir=...)`` from ``trainers.data.loaders``.
         model_fields: The ``ModelConfig`` fields the task fixes.
     """
 

@@ -15,7 +15,7 @@ from trainers.attention import ATTENTION, build_attention, reference_attention
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
 from trainers.config import ModelConfig
 from trainers.data.listops import ListOpsSpec
-from trainers.data.tasks import listops_generated
+from trainers.data.loaders import listops_generated
 from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.measure import attention_kernels, device_name
 from trainers.models import build_model

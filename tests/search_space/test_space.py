@@ -76,7 +76,7 @@ def test_every_knob_is_declared_once_by_its_config_and_family() -> None:
 
     from trainers.attention import ATTENTION, DAMCHAKnobs
     from trainers.config import ModelConfig
-    from trainers.knobs import knob_fields, knob_names, spec_of
+    from trainers.knob_declarations import knob_fields, knob_names, spec_of
     from trainers.train import TrainConfig
 
     assert set(KNOBS) == set(knob_names(ModelConfig)) | set(knob_names(TrainConfig))

@@ -96,7 +96,7 @@ def test_a_model_too_big_for_the_budget_fails_training_and_a_small_one_trains(tm
         from pathlib import Path
         from studies.catalogue import LRA_SHARING
         from trainers.config import ModelConfig
-        from trainers.data.tasks import listops_generated
+        from trainers.data.loaders import listops_generated
         from trainers.memory import GIB, TrainingOutOfMemoryError, memory_budget
         from trainers.train import train
         preset = LRA_SHARING.preset("smoke")

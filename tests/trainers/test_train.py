@@ -13,8 +13,8 @@ import pytest
 from tests.trainers import counting_backend
 from trainers.config import ModelConfig
 from trainers.data.listops import ListOpsSpec
+from trainers.data.loaders import listops_generated, recall
 from trainers.data.recall import RecallSpec
-from trainers.data.tasks import listops_generated, recall
 from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.train import TrainConfig, train
 
@@ -135,7 +135,7 @@ def test_compile_seconds_are_recorded_and_left_out_of_the_throughput(tmp_path: P
 
     script = (
         "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
-        "from tests.trainers.test_train import SPEC, listops_model; from trainers.data.tasks import listops_generated;"
+        "from tests.trainers.test_train import SPEC, listops_model; from trainers.data.loaders import listops_generated;"
         "from trainers.train import TrainConfig, train;"
         "m = train(listops_model('mha'), TrainConfig(steps=6, batch_size=8, eval_every=6, device='cpu', compile=True),"
         " listops_generated(SPEC, cache_dir=Path(sys.argv[2]))).metrics; print(json.dumps(m))"

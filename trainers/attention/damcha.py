@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from trainers.attention.family import AttentionKnobs
 from trainers.attention.metric import Metric, MetricGenerator, Rank, sequence_context
 from trainers.attention.sdpa import check_heads, fused_attention, merge_heads, split_heads
-from trainers.knobs import knob
+from trainers.knob_declarations import knob
 
 MetricForm = Literal["bilinear", "mahalanobis"]
 MetricMode = Literal["cross", "rowsum"]

@@ -14,7 +14,7 @@ from trainers.attention.family import AttentionKnobs
 from trainers.attention.head_mixing import attend_all_heads, head_logits, mixed_queries
 from trainers.attention.mha import MultiHeadAttention
 from trainers.attention.sdpa import masked_softmax, merge_heads, split_heads
-from trainers.knobs import knob
+from trainers.knob_declarations import knob
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainers.attention.sdpa import check_heads
-from trainers.knobs import knob_fields, spec_of
+from trainers.knob_declarations import knob_fields, spec_of
 
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionKnobs:
     """Base of a family's knobs dataclass (``MHAKnobs``, ``DAMCHAKnobs``, the cross-head
-    baselines' ``THAKnobs`` ...). Its knob fields are declared with ``trainers.knobs.knob``.
+    baselines' ``THAKnobs`` ...). Its knob fields are declared with ``trainers.knob_declarations.knob``.
 
     Attributes:
         POSITIVE_INTEGERS: The knobs whose values must be integers >= 1.

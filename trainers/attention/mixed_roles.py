@@ -21,7 +21,7 @@ from torch import Tensor
 from trainers.attention.family import AttentionKnobs
 from trainers.attention.mha import MultiHeadAttention
 from trainers.attention.sdpa import fused_attention, merge_heads, split_heads
-from trainers.knobs import knob
+from trainers.knob_declarations import knob
 
 ROLES: tuple[str, ...] = ("global", "local", "forward", "backward")
 

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from trainers.attention.family import AttentionKnobs
 from trainers.attention.sdpa import explicit_attention, fused_attention, merge_heads, split_heads
-from trainers.knobs import knob
+from trainers.knob_declarations import knob
 
 
 @dataclass(frozen=True, kw_only=True)

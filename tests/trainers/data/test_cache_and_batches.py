@@ -10,8 +10,8 @@ import torch
 from trainers.data.batches import bucketed_batches, iterate_batches
 from trainers.data.cache import MANIFEST
 from trainers.data.listops import ListOpsSpec
+from trainers.data.loaders import listops_generated
 from trainers.data.recall import IGNORE, RecallSpec, generate_recall
-from trainers.data.tasks import listops_generated
 from trainers.measure import interleaved_seconds
 
 SPEC = ListOpsSpec(seed=0, min_length=10, max_length=80, train_size=200, val_size=20, test_size=20)

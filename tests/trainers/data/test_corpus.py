@@ -10,8 +10,8 @@ import pytest
 
 from studies.catalogue.tasks import ByteLanguageTask
 from trainers.data.corpus import CorpusSpec, corpus_files, split_by_file, stdlib_root, windows
+from trainers.data.loaders import byte_corpus
 from trainers.data.lra_files import DataFileError
-from trainers.data.tasks import byte_corpus
 from trainers.data.tokenize import VALUE_OFFSET
 
 SMALL = CorpusSpec(seq_len=8, train_examples=4, val_examples=2, test_examples=2)

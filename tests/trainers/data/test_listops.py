@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from trainers.data.listops import ListOpsSpec, generate, write_release
+from trainers.data.loaders import listops_release
 from trainers.data.lra_files import DataFileError
-from trainers.data.tasks import listops_release
 from trainers.data.tokenize import LISTOPS_VOCABULARY, tokenize_listops
 
 SMALL = ListOpsSpec(seed=3, min_length=20, max_length=120, train_size=300, val_size=40, test_size=40)

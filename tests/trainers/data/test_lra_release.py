@@ -12,8 +12,8 @@ from PIL import Image
 
 from tests.trainers.data.release_files import AAN_ROWS, write_aan, write_cifar, write_imdb, write_pathfinder
 from trainers.data.batches import iterate_pair_batches
+from trainers.data.loaders import image_release, pathfinder_release, retrieval_release, text_release
 from trainers.data.lra_files import DataFileError
-from trainers.data.tasks import image_release, pathfinder_release, retrieval_release, text_release
 from trainers.data.tokenize import VALUE_OFFSET
 
 
