@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
-import torch.utils._python_dispatch
 from torch import Tensor
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_leaves
+
+from trainers.torch_internals import TorchDispatchMode, tree_leaves
 
 
-class _LiveTensorMemory(torch.utils._python_dispatch.TorchDispatchMode):
+class _LiveTensorMemory(TorchDispatchMode):
     """Tracks the bytes of tensor storages created by operators while it is active."""
 
     def __init__(self) -> None:

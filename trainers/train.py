@@ -27,6 +27,7 @@ from trainers.knob_declarations import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
 from trainers.precisions import PRECISIONS
+from trainers.torch_internals import set_compile_threads
 
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
@@ -163,11 +164,9 @@ def compile_cache_dir() -> Path:
 def use_compile_settings(cache_dir: Path, threads: int) -> None:
     """Point ``torch.compile`` at a shared cache and give it ``threads`` compile workers (a
     trial's CPUs: more would take its neighbours' cores)."""
-    import torch._inductor.config as inductor_config
-
     os.environ[COMPILE_CACHE_VARIABLE] = str(cache_dir)
     os.environ[COMPILE_THREADS_VARIABLE] = str(threads)
-    inductor_config.compile_threads = threads  # read at import: set it too for a worker that compiled before
+    set_compile_threads(threads)  # the variable is read at import: set it too for a worker that compiled before
 
 
 def compiled(model: nn.Module) -> nn.Module:

@@ -22,6 +22,7 @@ cluster      Ray: join a cluster or start a local one; what one trial asks of it
 signals      SIGTERM and SIGHUP stop a run as Ctrl-C does
 scheduler    Ray Tune's hook that stops a trial where the ledger's rule says (``Ledger.stops``), never a seed repeat
 tune_bridge  the Ray Tune run: searcher, callbacks and the Tuner
+tune_internals  what a run needs of Ray Tune's internals, in one place: a failed trial's local error file
 run_fault    a store or disk failure met inside Ray Tune: kept, the run stopped at its next step, raised after
 trainable    what a worker runs for one trial
 failures     a trial's exception, classified by type: retry, infeasible or fail

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ray import cloudpickle, tune
+from ray import tune
 from ray.tune import Callback
 from ray.tune.search import Searcher
 
@@ -29,6 +29,7 @@ from studies.engine.run_fault import FaultStopper, RunFault
 from studies.engine.scheduler import EarlyStopping
 from studies.engine.signals import stop_cause, stopped_by
 from studies.engine.trainable import run_trial
+from studies.engine.tune_internals import trial_exception
 
 
 class LedgerSearcher(Searcher):
@@ -74,23 +75,9 @@ class LedgerCallback(Callback):
         self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, None, default=None)
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        exception = _exception(trial)
+        exception = trial_exception(trial)
         error = _error_text(trial, exception)
         self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, error, exception, default=None)
-
-
-def _exception(trial) -> BaseException | None:
-    """The exception Tune kept for the trial (``RayTaskError`` around the trainable's, or ``RayActorError``).
-
-    Read from the trial's local error file: ``Trial.get_pickled_error`` reads the
-    experiment's storage copy, which Tune writes after the callbacks run.
-    """
-    with contextlib.suppress(Exception):  # unpickling a Ray error can fail in many ways
-        with open(trial.pickled_error_file, "rb") as file:
-            return cloudpickle.load(file)
-    with contextlib.suppress(Exception):
-        return trial.get_pickled_error()
-    return None
 
 
 def _error_text(trial, exception: BaseException | None) -> str:
