@@ -7,6 +7,7 @@
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
     python -m benchmarks.truth.compare --against today        # each strategy against one, study seed by study seed
     python -m benchmarks.truth.compare --seeds 300-599        # those study seeds only, replayed and summarized
+    python -m benchmarks.truth.compare --trials 32 --against default --against-trials 24   # two budgets, paired
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
 written as it ends, with its budget (trials, repeat seeds) and the table's content hash: re-running the same command
@@ -466,6 +467,12 @@ def main(argv: list[str] | None = None) -> int:
         "--against", metavar="NAME", help="print each strategy against the one whose name contains NAME, study seed by study seed"
     )
     parser.add_argument(
+        "--against-trials",
+        type=int,
+        metavar="T",
+        help="with --against: that strategy's studies of T trials (the others' of --trials), paired by study seed",
+    )
+    parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="replays at once, a process each (default: this machine's CPUs)"
     )
     args = parser.parse_args(argv)
@@ -480,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers must be 1 or more, got {args.workers}")
     if not (math.isfinite(args.horizon) and args.horizon > 0):
         parser.error(f"--horizon must be a positive number of device-hours, got {args.horizon}")
+    if args.against_trials is not None and args.against is None:
+        parser.error("--against-trials sets the budget of the --against strategy: give --against NAME too")
     names = [name for name in STRATEGIES if not args.only or any(part in name for part in args.only)]
     if not names:
         print(f"error: no strategy matches {args.only}; strategies: {', '.join(STRATEGIES)}", file=sys.stderr)
@@ -494,19 +503,30 @@ def main(argv: list[str] | None = None) -> int:
             preset = replace(preset, trials=args.trials)
         if args.repeat_seeds is not None:
             preset = replace(preset, repeat_seeds=args.repeat_seeds)
+        matches = [name for name in names if args.against is not None and args.against in name]
+        if args.against is not None and len(matches) != 1:
+            print(f"error: --against {args.against!r} names {len(matches)} of the strategies replayed; name one", file=sys.stderr)
+            return 2
         frame = run_replays(args.table, names, len(seeds), definition, preset, workers=args.workers, first_seed=seeds.start)
+        against = matches[0] if matches else None
+        if against is not None and args.against_trials is not None:  # its studies of another budget, under a name of their own
+            check_trials_cover_families(definition, args.against_trials)
+            other = replace(preset, trials=args.against_trials)
+            theirs = run_replays(
+                args.table, [against], len(seeds), definition, other, workers=args.workers, first_seed=seeds.start
+            )
+            frame = pd.concat(
+                [frame[frame["strategy"] != against], theirs.assign(strategy=f"{against} ({args.against_trials} trials)")]
+            )
+            against = f"{against} ({args.against_trials} trials)"
     except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.seeds is not None:
         frame = frame[frame["seed"].isin(seeds)].reset_index(drop=True)
     families = [family.label for family in definition.families]
-    if args.against is not None:
-        matches = [name for name in names if args.against in name]
-        if len(matches) != 1:
-            print(f"error: --against {args.against!r} names {len(matches)} of the strategies replayed; name one", file=sys.stderr)
-            return 2
-        table = paired(frame, matches[0], args.horizon, families).set_index("strategy")
+    if against is not None:
+        table = paired(frame, against, args.horizon, families).set_index("strategy")
     else:
         table = summary(frame, args.horizon, families).set_index("strategy")
     if args.markdown:

@@ -54,7 +54,7 @@ class Search:
     sampler: str = "random"
     per_family: bool = False
     untried: bool = True
-    stopping_rule: str = "dominated"
+    stopping_rule: str = "median"
     in_band: bool = True
 
     def __post_init__(self) -> None:

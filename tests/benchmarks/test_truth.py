@@ -134,6 +134,7 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
         ("compare", ["--seeds", "599-300"], "'599-300' is not FIRST-LAST"),
         ("compare", ["--seeds", "300"], "'300' is not FIRST-LAST"),
         ("compare", ["--seeds", "0-9", "--replays", "10"], "--seeds and --replays both choose"),
+        ("compare", ["--against-trials", "24"], "--against-trials sets the budget of the --against strategy"),
         ("compare", ["--horizon", "nan"], "--horizon must be a positive"),
         ("compare", ["--workers", "0"], "--workers must be 1 or more"),
         ("compare", ["--repeat-seeds", "0"], "--repeat-seeds must be 1 or more"),
@@ -308,10 +309,12 @@ def test_a_replay_concludes_alike_when_only_an_insignificant_difference_changes_
         assert not same_conclusion(expected, replace(expected, adjusted_p=0.5 if significant else 0.001))
 
 
-def test_the_default_search_replays_alike_and_stops_only_searched_trials_a_cheaper_one_dominates(committed: Table) -> None:
+def test_a_search_stopping_the_dominated_replays_alike_and_stops_only_searched_trials_a_cheaper_one_dominates(
+    committed: Table,
+) -> None:
     definition, preset = slice_study_and_preset(trials=12)  # 4 a family: MHA's 2 configurations in the slice, twice over
     preset = replay_preset(preset, committed)
-    default = Strategy("default", Search())
+    default = Strategy("dominated", Search(stopping_rule="dominated"))
     first = replay(definition, preset, committed, default, seed=3)
     pd.testing.assert_frame_equal(first.frame, replay(definition, preset, committed, default, seed=3).frame)
     frame = first.frame
@@ -415,8 +418,27 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
         (tmp_path / source.name).write_bytes(source.read_bytes())
     copy = tmp_path / COMMITTED.name
     kept = replays_path(copy).read_bytes()
-    assert main(["--table", str(copy), "--seeds", "300-301", "--only", "random untried in the cost band", "--workers", "1"]) == 0
+    assert (
+        main(
+            ["--table", str(copy), "--seeds", "300-301", "--only", "random untried in the cost band, stopping", "--workers", "1"]
+        )
+        == 0
+    )
     assert re.search(r"^replays\s+2$", capsys.readouterr().out, re.MULTILINE)  # two of the 600 kept
+    assert replays_path(copy).read_bytes() == kept
+    # One strategy's studies of 32 trials against another's of 24, seed by seed: the discordant pairs the rows hold.
+    asha, default = "random untried in the cost band, ASHA per family", "random untried in the cost band, stopping the dominated"
+    argv = ["--table", str(copy), "--seeds", "0-49", "--trials", "32", "--only", asha, "--only", default, "--workers", "1"]
+    assert main([*argv, "--against", "stopping the dominated", "--against-trials", "24", "--markdown"]) == 0
+    rows = pd.read_csv(replays_path(copy))
+    concludes = {
+        trials: rows[(rows["strategy"] == name) & (rows["trials"] == trials) & (rows["seed"] < 50)].set_index("seed")["concludes"]
+        for name, trials in ((asha, 32), (default, 24))
+    }
+    only_asha = int((concludes[32] & ~concludes[24]).sum())
+    only_default = int((~concludes[32] & concludes[24]).sum())
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {asha}"))
+    assert f"| {only_asha} / {only_default} " in line and "|      50 |" in line
     assert replays_path(copy).read_bytes() == kept
 
 
