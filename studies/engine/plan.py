@@ -187,12 +187,13 @@ def plan(study: Study, options: RunOptions) -> str:
     lines.append(f"data: {described}; {where}cached in {Path(cache)}")
 
     per_family = _candidates(study, run)
-    share = run.trials / len(study.families)
+    fewest, rest = divmod(run.trials, len(study.families))
+    share = f"{fewest}" if not rest else f"{fewest} or {fewest + 1}"  # whole trials: 28 over 3 families is 9 or 10
     if preset.exhaustive_seeds:
         lines.append(f"search: every configuration {preset.exhaustive_seeds} times, {run.trials} trials, none stopped early")
     else:
         lines.append(
-            f"search: {run.trials} trials ({to_run} to run), the families in turn ({share:g} each); "
+            f"search: {run.trials} trials ({to_run} to run), the families in turn ({share} each); "
             + preset.search.describe(preset.grace_steps, preset.train.steps)
         )
     for label, candidates in per_family.items():
