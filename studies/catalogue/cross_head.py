@@ -68,7 +68,7 @@ and head counts with an equal share of the budget, on multi-query associative re
             ),
             Preset(
                 name="quick",
-                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 15 minutes, seed repeats included",
+                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 25 minutes, seed repeats included",
                 task=RecallTask(
                     RecallSpec(seed=0, vocab_size=64, seq_len=32, num_pairs=4, num_examples=16_000), val_examples=500
                 ),
