@@ -62,8 +62,10 @@ def eta_seconds(
 ) -> float | None:
     """Seconds left: the trials left (the seed repeats after the search included) on ``concurrency`` slots, a
     seed repeat already queued or running at the wall time of the search trial it repeats (at full length),
-    any other at the mean wall time of this run's trials; None before a trial has ended. Never more than the
-    previous ETA less the time since, unless trials were added; at least a second while any is left.
+    a seed repeat expected after the search at the mean wall time of this run's trials scaled to full length
+    (a repeat never stops early: the mean of a search whose trials stop at half way would say half), any
+    other trial at that mean as measured; None before a trial has ended. Never more than the previous ETA
+    less the time since, unless trials were added; at least a second while any is left.
 
     Args:
         previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown.
@@ -72,12 +74,16 @@ def eta_seconds(
     left = trials_left(ledger)
     if left <= 0:
         return 0.0
-    durations = [trial.seconds for trial in ledger.endings if trial.seconds is not None]
-    if not durations:
+    timed = [trial for trial in ledger.endings if trial.seconds is not None]
+    if not timed:
         return None
+    steps = ledger.preset.train.steps
+    mean = sum(trial.seconds for trial in timed) / len(timed)
+    full_length = sum(trial.seconds * steps / trial.step if trial.step else trial.seconds for trial in timed) / len(timed)
     known = _repeat_seconds(ledger)[:left]
-    mean = sum(durations) / len(durations)
-    estimate = (sum(known) + mean * (left - len(known))) / left * math.ceil(left / max(concurrency, 1))
+    expected = min(ledger.then, left - len(known))  # the repeats after this phase, none queued yet
+    total = sum(known) + full_length * expected + mean * (left - len(known) - expected)
+    estimate = total / left * math.ceil(left / max(concurrency, 1))
     if previous is not None:
         shown_at, left_then, eta_then = previous
         if left <= left_then:  # no work was added: the clock only runs down

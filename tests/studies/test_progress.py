@@ -52,6 +52,17 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead)):02d}")
 
 
+def test_the_repeats_expected_after_the_search_count_at_full_length(tmp_path: Path) -> None:
+    """A quick run whose search stopped 16 of 28 trials half way showed ETA 04:25 with 16 min 37 s of seed
+    repeats ahead: a repeat never stops early, so the trials that did count at the length they would have run."""
+    ledger = make_ledger(tmp_path, [], 2)
+    ledger.then = 2
+    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    ledger.finish(numbers[0], report(30), None)  # stopped half way, after 1.5 s: 3 s at full length
+    assert ledger.endings[0].step == 30
+    assert eta_seconds(ledger, 1) == 3.0 * 2 + 1.5  # the 2 repeats at full length, the search trial left as measured
+
+
 def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
     from studies.engine.queue import PlannedTrial
 
