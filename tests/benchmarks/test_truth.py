@@ -403,6 +403,13 @@ def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
     assert run_replays(path, [name], 2, definition, preset)["seed"].tolist() == [0, 1]  # released, it runs
 
 
+def _committed_copy(tmp_path: Path) -> Path:
+    """A copy of the committed table, its provenance and its replays in ``tmp_path``: what ``main`` reads and may write."""
+    for source in (COMMITTED, COMMITTED.with_suffix(".json"), replays_path(COMMITTED)):
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    return tmp_path / COMMITTED.name
+
+
 def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -413,25 +420,22 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     run_replays(path, [name], 2, definition, preset)  # seeds 0-1 kept
     assert run_replays(path, [name], 2, definition, preset, first_seed=5)["seed"].tolist() == [0, 1, 5, 6]
     assert sorted(pd.read_csv(replays_path(path))["seed"]) == [0, 1, 5, 6]  # seeds 0-1 not replayed again
-    # The command on a copy of the committed table and its replays: the seeds asked for, alone, replayed by none.
-    for source in (COMMITTED, COMMITTED.with_suffix(".json"), replays_path(COMMITTED)):
-        (tmp_path / source.name).write_bytes(source.read_bytes())
-    copy = tmp_path / COMMITTED.name
+    copy = _committed_copy(tmp_path)  # the command: the seeds asked for alone, of the 600 kept, none replayed
     kept = replays_path(copy).read_bytes()
-    assert (
-        main(
-            ["--table", str(copy), "--seeds", "300-301", "--only", "random untried in the cost band, stopping", "--workers", "1"]
-        )
-        == 0
-    )
-    assert re.search(r"^replays\s+2$", capsys.readouterr().out, re.MULTILINE)  # two of the 600 kept
+    argv = ["--table", str(copy), "--seeds", "300-301", "--only", "random untried in the cost band, stopping", "--workers", "1"]
+    assert main(argv) == 0
+    assert re.search(r"^replays\s+2$", capsys.readouterr().out, re.MULTILINE)
     assert replays_path(copy).read_bytes() == kept
-    # One strategy's studies of 32 trials against another's of 24, seed by seed: the discordant pairs the rows hold.
+
+
+def test_a_strategy_of_another_budget_is_paired_seed_by_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = _committed_copy(tmp_path)
+    kept = replays_path(copy).read_bytes()
     asha, default = "random untried in the cost band, ASHA per family", "random untried in the cost band, stopping the dominated"
     argv = ["--table", str(copy), "--seeds", "0-49", "--trials", "32", "--only", asha, "--only", default, "--workers", "1"]
     assert main([*argv, "--against", "stopping the dominated", "--against-trials", "24", "--markdown"]) == 0
     rows = pd.read_csv(replays_path(copy))
-    concludes = {
+    concludes = {  # the committed rows of each budget: ASHA's rule at 32 trials, the dominance rule at 24
         trials: rows[(rows["strategy"] == name) & (rows["trials"] == trials) & (rows["seed"] < 50)].set_index("seed")["concludes"]
         for name, trials in ((asha, 32), (default, 24))
     }
@@ -439,7 +443,7 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     only_default = int((~concludes[32] & concludes[24]).sum())
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {asha}"))
     assert f"| {only_asha} / {only_default} " in line and "|      50 |" in line
-    assert replays_path(copy).read_bytes() == kept
+    assert replays_path(copy).read_bytes() == kept  # nothing replayed: the rows were there
 
 
 def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committed: Table, tmp_path: Path) -> None:
