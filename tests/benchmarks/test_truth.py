@@ -359,10 +359,16 @@ def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(commit
     assert repeated_without  # the test could fail: plain random search repeats configurations here
 
 
-def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Table, tmp_path: Path) -> None:
+def _slice_file(committed: Table, tmp_path: Path) -> tuple:
+    """The slice's study and preset, and the committed table written to ``tmp_path/slice.csv`` (its replays beside it)."""
     definition, preset = slice_study_and_preset()
     path = tmp_path / "slice.csv"
     write(committed.rows, committed.provenance, path)
+    return definition, preset, path
+
+
+def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Table, tmp_path: Path) -> None:
+    definition, preset, path = _slice_file(committed, tmp_path)
     name = "random untried, no early stopping"
     first = run_replays(path, [name], 2, definition, preset)
     assert first["seed"].tolist() == [0, 1] and first["agrees"].map(type).eq(bool).all()
@@ -388,9 +394,7 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
 def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
     committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    definition, preset = slice_study_and_preset()
-    path = tmp_path / "slice.csv"
-    write(committed.rows, committed.provenance, path)
+    definition, preset, path = _slice_file(committed, tmp_path)
     name = "random untried, no early stopping"
     run_replays(path, [name], 1, definition, preset)
     kept = replays_path(path).read_bytes()
@@ -413,9 +417,7 @@ def _committed_copy(tmp_path: Path) -> Path:
 def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     committed: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    definition, preset = slice_study_and_preset()
-    path = tmp_path / "slice.csv"
-    write(committed.rows, committed.provenance, path)
+    definition, preset, path = _slice_file(committed, tmp_path)
     name = "random untried, no early stopping"
     run_replays(path, [name], 2, definition, preset)  # seeds 0-1 kept
     assert run_replays(path, [name], 2, definition, preset, first_seed=5)["seed"].tolist() == [0, 1, 5, 6]
