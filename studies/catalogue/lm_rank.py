@@ -54,7 +54,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
             ),
             Preset(
                 name="quick",
-                description="128-byte windows of the standard library's source on a 2-core laptop CPU in about 10 minutes",
+                description="128-byte windows of the standard library's source on a 2-core laptop CPU in about 15 minutes",
                 task=ByteLanguageTask(CorpusSpec(seq_len=128, train_examples=8000, val_examples=250, test_examples=250)),
                 train=TrainConfig(steps=1000, batch_size=32, warmup_steps=100, eval_every=250, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 128, "metric_chunk": 16},
