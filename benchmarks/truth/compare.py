@@ -49,81 +49,17 @@ import torch
 from filelock import FileLock, Timeout
 from scipy.stats import binomtest, wilcoxon
 
-from benchmarks.truth.replay import Strategy, agreement, area_under, hours_to, replay, replay_preset
+from benchmarks.truth.replay import agreement, area_under, hours_to, replay, replay_preset
+from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, point_truths, true_verdict
 from common.outputs import exit_with, write_atomically
 from reports.results.statistics import holm
 from reports.results.verdict import Comparison, Headline
 from studies.catalogue import get_study
-from studies.catalogue.schema import NSGA2_WITH_ASHA, Preset, Search, Study
+from studies.catalogue.schema import Preset, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
 
-# Every strategy's Search spelled out whole, so that its replays stay its own when Search's defaults change.
-STRATEGIES = {
-    strategy.name: strategy
-    for strategy in (
-        Strategy("today: NSGA-II, ASHA per family", NSGA2_WITH_ASHA),
-        Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule="none")),
-        Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
-        Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule="dominated")),
-        Strategy(
-            "random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median", in_band=False)
-        ),
-        Strategy(
-            "random, no early stopping", Search("random", per_family=False, untried=False, stopping_rule="none", in_band=False)
-        ),
-        Strategy(
-            "random untried, ASHA per family",
-            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=False),
-        ),
-        Strategy(
-            "random untried, no early stopping",
-            Search("random", per_family=False, untried=True, stopping_rule="none", in_band=False),
-        ),
-        Strategy(
-            "random untried, stopping the dominated",
-            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=False),
-        ),
-        # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
-        Strategy(
-            "TPE (multivariate, grouped), no early stopping",
-            Search("tpe", per_family=False, untried=False, stopping_rule="none", in_band=False),
-        ),
-        Strategy(
-            "TPE untried, no early stopping", Search("tpe", per_family=False, untried=True, stopping_rule="none", in_band=False)
-        ),
-        Strategy(
-            "TPE per family untried, no early stopping",
-            Search("tpe", per_family=True, untried=True, stopping_rule="none", in_band=False),
-        ),
-        Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median", in_band=False)),
-        Strategy(
-            "GP per family untried, ASHA per family",
-            Search("gp", per_family=True, untried=True, stopping_rule="median", in_band=False),
-        ),
-        Strategy(
-            "GP per family untried, no early stopping",
-            Search("gp", per_family=True, untried=True, stopping_rule="none", in_band=False),
-        ),
-        Strategy(
-            "GP per family untried, stopping the dominated",
-            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=False),
-        ),
-        Strategy(
-            "random untried in the cost band, stopping the dominated",
-            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=True),
-        ),
-        Strategy(
-            "GP per family untried in the cost band, stopping the dominated",
-            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=True),
-        ),
-        Strategy(
-            "random untried in the cost band, ASHA per family",
-            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True),
-        ),
-    )
-}
 HYPERVOLUME_SHARE = 0.95
 
 

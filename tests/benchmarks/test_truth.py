@@ -17,7 +17,6 @@ from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
 from benchmarks.truth.compare import (
-    STRATEGIES,
     ReplaysBusyError,
     main,
     paired,
@@ -41,6 +40,7 @@ from benchmarks.truth.replay import (
     seed_roles,
 )
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
+from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
 from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY

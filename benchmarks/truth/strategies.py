@@ -1,0 +1,74 @@
+"""The search strategies that replays compare (``benchmarks.truth.compare``), each a ``Search`` spelled out
+whole, so that a strategy's replays stay its own when ``Search``'s defaults change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from benchmarks.truth.replay import Strategy
+from studies.catalogue.schema import NSGA2_WITH_ASHA, Search
+
+STRATEGIES = {
+    strategy.name: strategy
+    for strategy in (
+        Strategy("today: NSGA-II, ASHA per family", NSGA2_WITH_ASHA),
+        Strategy("NSGA-II, no early stopping", replace(NSGA2_WITH_ASHA, stopping_rule="none")),
+        Strategy("NSGA-II untried, ASHA per family", replace(NSGA2_WITH_ASHA, untried=True)),
+        Strategy("NSGA-II untried, stopping the dominated", replace(NSGA2_WITH_ASHA, untried=True, stopping_rule="dominated")),
+        Strategy(
+            "random, ASHA per family", Search("random", per_family=False, untried=False, stopping_rule="median", in_band=False)
+        ),
+        Strategy(
+            "random, no early stopping", Search("random", per_family=False, untried=False, stopping_rule="none", in_band=False)
+        ),
+        Strategy(
+            "random untried, ASHA per family",
+            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=False),
+        ),
+        Strategy(
+            "random untried, no early stopping",
+            Search("random", per_family=False, untried=True, stopping_rule="none", in_band=False),
+        ),
+        Strategy(
+            "random untried, stopping the dominated",
+            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=False),
+        ),
+        # Multi-objective TPE fails on trials stopped early that carry a curve (optuna#5260): without early stopping only.
+        Strategy(
+            "TPE (multivariate, grouped), no early stopping",
+            Search("tpe", per_family=False, untried=False, stopping_rule="none", in_band=False),
+        ),
+        Strategy(
+            "TPE untried, no early stopping", Search("tpe", per_family=False, untried=True, stopping_rule="none", in_band=False)
+        ),
+        Strategy(
+            "TPE per family untried, no early stopping",
+            Search("tpe", per_family=True, untried=True, stopping_rule="none", in_band=False),
+        ),
+        Strategy("GP, ASHA per family", Search("gp", per_family=False, untried=False, stopping_rule="median", in_band=False)),
+        Strategy(
+            "GP per family untried, ASHA per family",
+            Search("gp", per_family=True, untried=True, stopping_rule="median", in_band=False),
+        ),
+        Strategy(
+            "GP per family untried, no early stopping",
+            Search("gp", per_family=True, untried=True, stopping_rule="none", in_band=False),
+        ),
+        Strategy(
+            "GP per family untried, stopping the dominated",
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=False),
+        ),
+        Strategy(
+            "random untried in the cost band, stopping the dominated",
+            Search("random", per_family=False, untried=True, stopping_rule="dominated", in_band=True),
+        ),
+        Strategy(
+            "GP per family untried in the cost band, stopping the dominated",
+            Search("gp", per_family=True, untried=True, stopping_rule="dominated", in_band=True),
+        ),
+        Strategy(
+            "random untried in the cost band, ASHA per family",
+            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True),
+        ),
+    )
+}
