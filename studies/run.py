@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             from studies.engine.plan import plan
 
             planned = replace(options, preset=options.preset or runnable.default_preset)
-            print("\n\n".join(plan(study, planned) for study in studies))
+            print("\n\n".join(plan(study, planned).text for study in studies))
         elif isinstance(runnable, Suite):
             from studies.engine.suite import run_suite  # imports ray: after prepare_ray_environment
 

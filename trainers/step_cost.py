@@ -1,7 +1,8 @@
 """What one training step of a model costs on this machine's CPU, measured on a few real steps.
 
 Used to plan a run before it starts (``python -m studies.run STUDY --plan``): the inputs are
-random tokens at the model's longest length, so nothing is read or built.
+random tokens, so nothing is read or built; the peak memory is measured at the model's longest
+input, the time at the length a training batch typically has.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ class StepCost:
     extrapolated: bool
 
 
-def random_batch(config: ModelConfig, batch_size: int, generator: torch.Generator) -> dict[str, Tensor]:
-    """Random tokens at ``config.max_length`` (no padding) and random labels, shaped as the trainer's batches."""
-    length = config.max_length
+def random_batch(
+    config: ModelConfig, batch_size: int, generator: torch.Generator, length: int | None = None
+) -> dict[str, Tensor]:
+    """Random tokens at ``length`` (default ``config.max_length``; no padding) and random labels, shaped as the
+    trainer's batches."""
+    length = length or config.max_length
 
     def tokens() -> Tensor:
         return torch.randint(1, config.vocab_size, (batch_size, length), generator=generator)  # (B, T), 0 is padding
@@ -56,15 +60,17 @@ def random_batch(config: ModelConfig, batch_size: int, generator: torch.Generato
     return {"tokens": tokens(), "padding_mask": mask, "labels": labels}
 
 
-def _measure(config: ModelConfig, train: TrainConfig, batch_size: int, steps: int) -> tuple[float, int]:
-    """(seconds per step after the first (NaN for no ``steps``), parameters + the first step's peak bytes) at ``batch_size``."""
+def _measure(config: ModelConfig, train: TrainConfig, batch_size: int, steps: int, timed_length: int) -> tuple[float, int]:
+    """(seconds per step at ``timed_length`` after the first (NaN for no ``steps``), parameters + the first step's peak
+    bytes at the longest input) at ``batch_size``."""
     torch.manual_seed(0)
     device = torch.device("cpu")
     model = build_model(config).to(device)
     optimizer = adamw(model, train, device)
-    batch = random_batch(config, batch_size, torch.Generator().manual_seed(0))
+    longest = random_batch(config, batch_size, torch.Generator().manual_seed(0))
+    typical = random_batch(config, batch_size, torch.Generator().manual_seed(1), timed_length)
 
-    def step() -> None:
+    def step(batch: dict[str, Tensor]) -> None:
         logits, labels = logits_and_labels(model, config, batch)  # (N, C), (N,)
         loss = F.cross_entropy(logits.float(), labels)
         optimizer.zero_grad(set_to_none=True)
@@ -72,28 +78,33 @@ def _measure(config: ModelConfig, train: TrainConfig, batch_size: int, steps: in
         optimizer.step()
 
     with peak_memory(device) as peak:  # the first step allocates the gradients and the optimizer's state too
-        step()
+        step(longest)
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
     started = time.perf_counter()
     for _ in range(steps):
-        step()
+        step(typical)
     seconds = (time.perf_counter() - started) / steps if steps else math.nan
     return seconds, parameters + peak["bytes"]
 
 
-def measure_step(config: ModelConfig, train: TrainConfig, *, steps: int = 3) -> StepCost:
-    """Time ``steps`` training steps of ``config`` at ``train.batch_size`` on the CPU, after one step
-    that measures the peak memory (a step too dear for that is measured at 1 and 2 examples and extrapolated).
+def measure_step(config: ModelConfig, train: TrainConfig, *, steps: int = 3, timed_length: int | None = None) -> StepCost:
+    """Time ``steps`` training steps of ``config`` at ``train.batch_size`` on the CPU, after one step at the longest
+    input that measures the peak memory (a step too dear for that is measured at 1 and 2 examples and extrapolated).
 
     Args:
         config: The model.
         train: Its training settings (the batch size and optimizer are read; fp32 on the CPU).
         steps: Timed steps (0: the peak memory alone; ``seconds`` is NaN).
+        timed_length: The inputs' length in the timed steps (default: the longest, ``config.max_length``).
+
+    Returns:
+        The step's time and peak memory.
     """
+    timed_length = min(timed_length or config.max_length, config.max_length)
     batch = train.batch_size
     if model_flops(config, config.max_length).training_step(batch) <= MEASURED_WHOLE_FLOPS or batch <= 2:
-        seconds, peak = _measure(config, train, batch, steps)
+        seconds, peak = _measure(config, train, batch, steps, timed_length)
         return StepCost(seconds, peak, extrapolated=False)
-    (one_s, one_peak), (two_s, two_peak) = (_measure(config, train, size, min(steps, 1)) for size in (1, 2))
+    (one_s, one_peak), (two_s, two_peak) = (_measure(config, train, size, min(steps, 1), timed_length) for size in (1, 2))
     per_example_s, per_example_bytes = max(two_s - one_s, 0.0), max(two_peak - one_peak, 0)
     return StepCost(one_s + (batch - 1) * per_example_s, one_peak + (batch - 1) * per_example_bytes, extrapolated=True)

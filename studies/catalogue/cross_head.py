@@ -48,7 +48,7 @@ and head counts with an equal share of the budget, on multi-query associative re
         for preset in (
             Preset(
                 name="smoke",
-                description="a whole study of the eight families in about a minute on 2 CPU cores (what the tests run)",
+                description="a whole study of the eight families, short trials of small models (what the tests run)",
                 task=RecallTask(RecallSpec(seed=0, vocab_size=16, seq_len=16, num_pairs=2, num_examples=256), val_examples=64),
                 train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 4},
@@ -68,7 +68,7 @@ and head counts with an equal share of the budget, on multi-query associative re
             ),
             Preset(
                 name="quick",
-                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 25 minutes, seed repeats included",
+                description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU, seed repeats included",
                 task=RecallTask(
                     RecallSpec(seed=0, vocab_size=64, seq_len=32, num_pairs=4, num_examples=16_000), val_examples=500
                 ),

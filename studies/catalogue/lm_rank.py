@@ -36,7 +36,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
         for preset in (
             Preset(
                 name="smoke",
-                description="a whole study in about a minute on 2 CPU cores (what the tests run)",
+                description="a whole study, short trials of small models (what the tests run)",
                 task=ByteLanguageTask(CorpusSpec(seq_len=32, train_examples=256, val_examples=32, test_examples=32)),
                 train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
@@ -54,7 +54,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
             ),
             Preset(
                 name="quick",
-                description="128-byte windows of the standard library's source on a 2-core laptop CPU in about 15 minutes",
+                description="128-byte windows of the standard library's source on a 2-core laptop CPU, seed repeats included",
                 task=ByteLanguageTask(CorpusSpec(seq_len=128, train_examples=8000, val_examples=250, test_examples=250)),
                 train=TrainConfig(steps=1000, batch_size=32, warmup_steps=100, eval_every=250, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 128, "metric_chunk": 16},

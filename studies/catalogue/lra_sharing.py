@@ -18,10 +18,7 @@ from trainers.train import TrainConfig
 # The main job's budget (``make study``), and the space the truth table trains whole.
 QUICK = Preset(
     name="quick",
-    description=(
-        "shallow ListOps (depth <= 3, up to 5 arguments, lengths 5-40) on a 2-core laptop CPU "
-        "in about 30 minutes (29 min measured on idle cores, the install included), 6 seed repeats included"
-    ),
+    description=("shallow ListOps (depth <= 3, up to 5 arguments, lengths 5-40) on a 2-core laptop CPU, 6 seed repeats included"),
     # Shallow trees, trained long enough to learn them: at depth 10, lengths 50-250 (v3) every
     # design stayed at the class prior (32-35%) after 400 steps, and at depth 4, lengths
     # 20-120 MHA still did after 3000, so no two designs could be told apart.
@@ -105,7 +102,7 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
         for preset in (
             Preset(
                 name="smoke",
-                description="a whole study in about a minute on 2 CPU cores (what the tests run)",
+                description="a whole study, short trials of small models (what the tests run)",
                 task=ListOpsTask(ListOpsSpec(seed=0, min_length=10, max_length=40, train_size=512, val_size=64, test_size=64)),
                 train=TrainConfig(steps=60, batch_size=16, warmup_steps=6, eval_every=20, learning_rate=1e-3),
                 fixed={"num_layers": 2, "mlp_width": 64},
@@ -128,8 +125,8 @@ FLOPs on ListOps, against multi-head attention at every head count and width sea
                 name="table",
                 description=(
                     "the truth table: every configuration of the quick preset's space, 3 seeds each, 9 where "
-                    "a matched-cost comparison can select, trained to the end (about 10 hours on 2 cores; "
-                    "benchmarks.truth reads it)"
+                    "a matched-cost comparison can select, trained to the end "
+                    "(benchmarks.truth reads it)"
                 ),
                 trials=660,
                 repeat_seeds=0,

@@ -44,7 +44,7 @@ generator depth.
     presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
         "smoke": replace(
             CROSS_HEAD.preset("smoke"),
-            description="a whole study in about a minute on 2 CPU cores (what the tests run)",
+            description="a whole study, short trials of small models (what the tests run)",
             domains=choices(
                 d_model=(32,),
                 num_heads=(1, 2),
@@ -57,7 +57,7 @@ generator depth.
         ),
         "quick": replace(
             CROSS_HEAD.preset("quick"),
-            description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU in about 45 minutes, seed repeats included",
+            description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU, seed repeats included",
             # trained twice as long as cross_head's: at 2000 steps no design had started recalling
             train=replace(CROSS_HEAD.preset("quick").train, steps=4000, warmup_steps=400, eval_every=1000),
             domains=choices(

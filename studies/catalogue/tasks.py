@@ -5,7 +5,8 @@ metric every trial reports and its direction), ``metrics(report)`` (values it de
 an evaluation, its objective among them where the trainer does not report it),
 ``model_fields()`` (vocabulary, classes, maximum length, architecture),
 ``load(cache_dir)`` (its splits, built once and then memory-mapped from the ``datasets``
-cache) and ``describe()`` (plain data for the store). Tasks that read files take
+cache), ``describe()`` (plain data for the store) and ``typical_length()`` (a training
+batch's usual length, which the plan times). Tasks that read files take
 ``with_data_dir`` (``--data-dir``): the Long Range Arena release files (else
 ``$LRA_DATA_DIR``), or a language model's corpus (else the Python standard library).
 """
@@ -33,7 +34,7 @@ from trainers.data.corpus import (
     stdlib_root,
 )
 from trainers.data.listops import NUM_CLASSES as LISTOPS_CLASSES
-from trainers.data.listops import ListOpsSpec
+from trainers.data.listops import ListOpsSpec, mean_length
 from trainers.data.lra_files import DataFileError, data_root
 from trainers.data.recall import RecallSpec
 from trainers.data.tokenize import BYTE_VOCAB_SIZE, LISTOPS_VOCABULARY, PIXEL_VOCAB_SIZE
@@ -71,6 +72,8 @@ class Task(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
+    def typical_length(self) -> int: ...
+
 
 class JudgedByAccuracy:
     """A task whose objective is validation accuracy, which the trainer reports itself."""
@@ -102,6 +105,11 @@ class ListOpsTask(JudgedByAccuracy):
         """Plain data naming the task and every parameter of its data."""
         return {"task": self.name, **asdict(self.spec)}
 
+    def typical_length(self) -> int:
+        """The mean example's tokens: batches are bucketed by length (``trainers.data.batches``), so a batch is
+        padded to about its examples' length, far below the longest (11 of 40 tokens in lra_sharing's quick data)."""
+        return math.ceil(mean_length(self.spec))
+
 
 @dataclass(frozen=True)
 class RecallTask(JudgedByAccuracy):
@@ -130,6 +138,10 @@ class RecallTask(JudgedByAccuracy):
     def describe(self) -> dict[str, Any]:
         """Plain data naming the task and every parameter of its data."""
         return {"task": self.name, **asdict(self.spec), "val_examples": self.val_examples, "test_examples": self.test_size}
+
+    def typical_length(self) -> int:
+        """Every sequence is ``seq_len`` tokens."""
+        return self.spec.seq_len
 
     @property
     def test_size(self) -> int:
@@ -215,6 +227,10 @@ class ReleaseTask(JudgedByAccuracy):
         """Plain data naming the task and where its files are."""
         return {"task": self.name, "source": "lra_release", "data_dir": None if self.data_dir is None else str(self.data_dir)}
 
+    def typical_length(self) -> int:
+        """The longest input: a plan does not read the release files for their lengths (most reach it)."""
+        return self.model_fields()["max_length"]
+
 
 @dataclass(frozen=True)
 class ByteLanguageTask:
@@ -287,6 +303,10 @@ class ByteLanguageTask:
         files = corpus_files(root, python_only=stdlib)
         described |= {"files": len(files), "files_digest": files_digest(root, files)}
         return described | ({"python": python_version(), "stdlib_path": str(root)} if stdlib else {})
+
+    def typical_length(self) -> int:
+        """Every window is ``seq_len`` bytes."""
+        return self.spec.seq_len
 
 
 # Every task a study may name, lm-evaluation-harness style: name -> how to build it.

@@ -80,6 +80,8 @@ class Ledger(Reporting, Recovery):
         exclusive: This driver is the store's only one (SQLite); else other drivers' abandoned trials are
             looked for at each heartbeat (``heartbeat``).
         then: Trials the run expects after this phase (its seed repeats, at most), for the overall ETA.
+        repeat_seeds: The seeds of each seed repeat after this phase (0: none), from which the ETA counts the
+            repeats the verdict's configurations would take if this phase ended now.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Ledger(Reporting, Recovery):
         memory_bytes: int | None = None,
         exclusive: bool = True,
         then: int = 0,
+        repeat_seeds: int = 0,
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
         self.memory_bytes, self.exclusive = memory_bytes, exclusive
@@ -118,7 +121,7 @@ class Ledger(Reporting, Recovery):
         self.given_up: set[int] = set()  # trials another driver ended while this one ran them (``_give_up``)
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.endings: list[FinishedTrial] = []  # each trial this run saw end, in order
-        self.then = then
+        self.then, self.repeat_seeds = then, repeat_seeds
         self.objective = definition.objectives[0]  # the value that judges a trial, reported at each evaluation
         self.best_value: float | None = None  # of the objective, over this run's complete trials
         self.grid = definition.table_grid(space, preset) if preset.exhaustive_seeds else []

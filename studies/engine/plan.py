@@ -23,8 +23,9 @@ from studies.engine.errors import StudyOptionError
 from studies.engine.options import CheckedRun, RunOptions, check_local_resources, check_options
 from studies.engine.queue import queued, trials_counted
 from studies.engine.ray_address import LOCAL_ADDRESS
-from studies.engine.repeats import most_repeats
+from studies.engine.repeats import fewest_repeats, most_repeats
 from studies.engine.trial_config import model_config_of, unsearched_where_active
+from studies.engine.wall_time import expected_run_seconds, packed_seconds, searched_share
 from trainers.config import ModelConfig
 from trainers.costs import Flops, model_flops
 from trainers.data.cache import default_cache_dir
@@ -104,7 +105,7 @@ def _trial_seconds(preset: Preset, train: TrainConfig, step_seconds: float) -> f
 
 
 def _measure(run: CheckedRun, candidate: Candidate, steps: int) -> Measured:
-    cost = measure_step(candidate.model, candidate.train, steps=steps)
+    cost = measure_step(candidate.model, candidate.train, steps=steps, timed_length=run.preset.task.typical_length())
     seconds = _trial_seconds(run.preset, candidate.train, cost.seconds)
     return Measured(candidate.label, candidate.flops.forward, cost, seconds)
 
@@ -154,8 +155,21 @@ def _stored(run: CheckedRun) -> Stored:
     return Stored(line, waiting + max(run.trials - counted, 0), {f: statistics.median(w) for f, w in walls.items()})
 
 
-def plan(study: Study, options: RunOptions) -> str:
-    """What ``python -m studies.run`` with these options would do and cost, as text.
+@dataclass(frozen=True)
+class Plan:
+    """A run's plan.
+
+    Attributes:
+        text: What ``--plan`` prints.
+        wall_seconds: The run's expected wall time here (None for a preset that trains on GPUs).
+    """
+
+    text: str
+    wall_seconds: float | None
+
+
+def plan(study: Study, options: RunOptions) -> Plan:
+    """What ``python -m studies.run`` with these options would do and cost.
 
     Args:
         study: The study.
@@ -211,21 +225,24 @@ def plan(study: Study, options: RunOptions) -> str:
 
     torch.set_num_threads(max(1, min(int(run.resources.cpus), os.cpu_count() or 1)))  # a trial's threads, no more than here
     if run.resources.gpus:  # trained on GPUs: this CPU's times say nothing; the memory a step needs does
-        lines += _gpu_lines(run, per_family, to_run + repeats)
-    else:
-        lines += _cpu_lines(run, per_family, stored, repeats)
-    return "\n".join(lines)
+        return Plan("\n".join(lines + _gpu_lines(run, per_family, to_run + repeats)), None)
+    cpu_lines, seconds = _cpu_lines(study, run, per_family, stored, repeats)
+    return Plan("\n".join(lines + cpu_lines), seconds)
 
 
-def _cpu_lines(run: CheckedRun, per_family: dict[str, list[Candidate]], stored: Stored, repeats: int) -> list[str]:
+def _cpu_lines(study: Study, run: CheckedRun, per_family: dict[str, list[Candidate]], stored: Stored, repeats: int) -> list[str]:
     """Each family's largest and smallest configuration timed here, and the run's wall time: from the
     study's own trials when each family has one that trained to its end, else from those timings."""
     threads = torch.get_num_threads()
-    lines = [f"measured here ({threads} thread{'s' * (threads > 1)}, random tokens at the longest input, fp32):"]
-    means = []
+    lines = [
+        f"measured here ({threads} thread{'s' * (threads > 1)}, fp32, random tokens: the time at a typical batch's length, "
+        f"{run.preset.task.typical_length()}, the peak memory at the longest, {run.preset.task.model_fields()['max_length']}):"
+    ]
+    means, largests = [], []
     for label, candidates in per_family.items():
-        smallest, largest = (_measure(run, candidate, steps=3) for candidate in (candidates[0], candidates[-1]))
+        smallest, largest = (_measure(run, candidate, steps=10) for candidate in (candidates[0], candidates[-1]))
         means.append((smallest.trial_seconds + largest.trial_seconds) / 2)
+        largests.append(largest.trial_seconds)
         for name, measured in (("largest", largest), ("smallest", smallest)):
             lines.append(
                 f"  {label} {name} ({measured.label}): {measured.flops:.3g} FLOPs/example, {measured.cost.seconds:.3g} s a step "
@@ -234,17 +251,25 @@ def _cpu_lines(run: CheckedRun, per_family: dict[str, list[Candidate]], stored: 
             )
     slots = max(1, int((os.cpu_count() or 1) // run.resources.cpus))
     if set(stored.trial_seconds) >= set(per_family):  # the study's own trials, as they ran here
-        trial = sum(stored.trial_seconds[label] for label in per_family) / len(per_family)
-        source = "each family's median trial in the store; every trial to its end"
-    else:
-        trial = sum(means) / len(means)
-        source = "the timings above: every input at its longest, every trial to its end, this machine as loaded as now"
+        trial = repeat = sum(stored.trial_seconds[label] for label in per_family) / len(per_family)
+        source = "each family's median whole trial in the store"
+    else:  # the verdict compares each family's best, which at matched cost sits near the top of the band
+        trial, repeat = (sum(found) / len(found) for found in (means, largests))
+        source = "the timings above: a searched trial at its family's smallest and largest's mean, a seed repeat at the largest's"
+    preset = run.preset
+    searched = [trial * searched_share(preset.search, preset.grace_steps, preset.train.steps)] * stored.to_run
+    fewest, most = (fewest_repeats(study, run.repeat_seeds), repeats) if run.repeat_seeds else (0, 0)
+    expected = expected_run_seconds(searched, [repeat] * fewest, slots)
+    phases = f"search {_duration(packed_seconds(sum(searched), len(searched), slots))}"
+    if fewest:
+        phases += f", {fewest} seed repeats {_duration(packed_seconds(repeat * fewest, fewest, slots))}"
+    if most > fewest:
+        phases += f"; {_duration(expected_run_seconds(searched, [repeat] * most, slots))} if the verdict compares {most} repeats"
     lines.append(
-        f"estimated wall time here: at most {_duration(trial * stored.to_run / slots)} for the search and "
-        f"{_duration(trial * repeats / slots)} for the repeats, {slots} trial{'s' * (slots > 1)} at once on "
-        f"{os.cpu_count()} CPUs (from {source}; Ray's start and the data aside)"
+        f"estimated wall time here: about {_duration(expected)} in all ({phases}), {slots} trial{'s' * (slots > 1)} at once on "
+        f"{os.cpu_count()} CPUs, this machine as loaded as now (from {source}; calibrated on measured runs: docs/plan.md)"
     )
-    return lines
+    return lines, expected
 
 
 def _gpu_lines(run: CheckedRun, per_family: dict[str, list[Candidate]], trials: int) -> list[str]:

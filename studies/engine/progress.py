@@ -1,21 +1,24 @@
 """What a running study shows instead of Ray's table dump: one line per finished trial, and one live
-progress line with the run's overall ETA (this phase's trials and the seed repeats expected after it)."""
+progress line with the run's overall ETA (this phase's trials, the seed repeats expected after it and the
+time around them, as the plan counts it: ``studies.engine.wall_time``)."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from ray.tune import Callback
 
 from reports.results.quality import quality_named
 from studies.engine.endings import FinishedTrial
 from studies.engine.ledger import Ledger
+from studies.engine.repeats import fewest_repeats, repeats_due
+from studies.engine.wall_time import MEASURED_OVERHEADS, packed_seconds
 
 
 def clock(seconds: float) -> str:
@@ -58,20 +61,26 @@ def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
 
 
 def eta_seconds(
-    ledger: Ledger, concurrency: int, previous: tuple[float, int, float] | None = None, elapsed: float = 0.0
+    ledger: Ledger,
+    concurrency: int,
+    previous: tuple[float, int, float] | None = None,
+    elapsed: float = 0.0,
+    expected_repeats: Sequence[float] | None = None,
 ) -> float | None:
-    """Seconds left: the trials left (the seed repeats after the search included) on ``concurrency`` slots, a
-    seed repeat already queued or running at the wall time of the search trial it repeats (at full length),
-    a seed repeat expected after the search at the mean wall time of this run's trials scaled to full length
-    (a repeat never stops early: the mean of a search whose trials stop at half way would say half), any
-    other trial at that mean as measured; None before a trial has ended. Never more than the previous ETA
-    less the time since, unless trials were added; at least a second while any is left.
+    """Seconds left, as the plan counts a run (``studies.engine.wall_time``): this phase's trials left, then the seed
+    repeats expected after it, each phase's trials on ``concurrency`` slots, the next phase's workers' start and the
+    closing summary and report. A seed repeat queued or running counts at the wall time of the search trial it
+    repeats (at full length); one expected after the search at ``expected_repeats``' time (default: ``ledger.then`` of
+    them at the mean wall time of this run's trials scaled to full length: a repeat never stops early); any other
+    trial at that mean as measured. None before a trial has ended. Never more than the previous ETA less the time
+    since, unless trials were added; at least a second while any is left.
 
     Args:
         previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown.
         elapsed: Seconds since the run began.
+        expected_repeats: Each seed repeat expected after this phase, its wall seconds (``expected_repeat_seconds``).
     """
-    left = trials_left(ledger)
+    left = trials_left(ledger, expected_repeats)
     if left <= 0:
         return 0.0
     timed = [trial for trial in ledger.endings if trial.seconds is not None]
@@ -80,10 +89,12 @@ def eta_seconds(
     steps = ledger.preset.train.steps
     mean = sum(trial.seconds for trial in timed) / len(timed)
     full_length = sum(trial.seconds * steps / trial.step if trial.step else trial.seconds for trial in timed) / len(timed)
-    known = _repeat_seconds(ledger)[:left]
-    expected = min(ledger.then, left - len(known))  # the repeats after this phase, none queued yet
-    total = sum(known) + full_length * expected + mean * (left - len(known) - expected)
-    estimate = total / left * math.ceil(left / max(concurrency, 1))
+    in_phase = ledger.total - ledger.finished_count()
+    known = _repeat_seconds(ledger)[:in_phase]
+    phase = known + [mean] * (in_phase - len(known))
+    after = list(expected_repeats) if expected_repeats is not None else [full_length] * ledger.then
+    estimate = packed_seconds(sum(phase), len(phase), concurrency) + packed_seconds(sum(after), len(after), concurrency)
+    estimate += MEASURED_OVERHEADS.closing + (MEASURED_OVERHEADS.phase if after else 0.0)
     if previous is not None:
         shown_at, left_then, eta_then = previous
         if left <= left_then:  # no work was added: the clock only runs down
@@ -91,9 +102,35 @@ def eta_seconds(
     return max(estimate, 1.0)
 
 
-def trials_left(ledger: Ledger) -> int:
-    """Trials this run has still to see end: this phase's, then the seed repeats expected after it."""
-    return ledger.total - ledger.finished_count() + ledger.then
+def trials_left(ledger: Ledger, expected_repeats: Sequence[float] | None = None) -> int:
+    """Trials this run has still to see end: this phase's, then the seed repeats expected after it (``then`` of them
+    unless ``expected_repeats`` says)."""
+    ahead = ledger.then if expected_repeats is None else len(expected_repeats)
+    return ledger.total - ledger.finished_count() + ahead
+
+
+def expected_repeat_seconds(ledger: Ledger) -> list[float] | None:
+    """Each seed repeat the run would queue if this phase ended now (``repeats_due``), at the full-length wall time of
+    the search trial it repeats, and at least the fewest a run queues (``fewest_repeats``), the missing ones at those
+    times' mean; None when no repeat follows this phase or no search trial has ended."""
+    if not ledger.then or not ledger.repeat_seeds:
+        return None
+    trials = ledger.study.get_trials(deepcopy=False)
+    seconds = [
+        full
+        for planned in repeats_due(ledger.study, ledger.repeat_seeds)
+        if (full := _full_length_seconds(trials[planned.repeat_of], ledger.preset.train.steps)) is not None
+    ]
+    if not seconds:
+        return None
+    fewest = min(fewest_repeats(ledger.definition, ledger.repeat_seeds), ledger.then)
+    return seconds + [sum(seconds) / len(seconds)] * (fewest - len(seconds))
+
+
+def _full_length_seconds(trial: FrozenTrial, steps: int) -> float | None:
+    """A search trial's wall time scaled to ``steps`` from the last step it reached (it may have stopped early)."""
+    wall, reached = trial.user_attrs.get("wall_seconds"), trial.user_attrs.get("reached_step")
+    return float(wall) * steps / int(reached) if wall is not None and reached else None
 
 
 def _repeat_seconds(ledger: Ledger) -> list[float]:
@@ -106,10 +143,8 @@ def _repeat_seconds(ledger: Ledger) -> list[float]:
     for trial in trials:
         if trial.state not in (TrialState.WAITING, TrialState.RUNNING) or (original := trial.user_attrs.get("repeat_of")) is None:
             continue
-        attributes = trials[original].user_attrs
-        wall, reached = attributes.get("wall_seconds"), attributes.get("reached_step")
-        if wall is not None and reached:
-            seconds.append(float(wall) * steps / int(reached))
+        if (full := _full_length_seconds(trials[original], steps)) is not None:
+            seconds.append(full)
     return seconds
 
 
@@ -140,13 +175,22 @@ class ProgressLine(Callback):
         self.last_shown, self.last_line = 0.0, ""
         self.said = 0  # how many of the ledger's finished trials have their line
         self.previous: tuple[float, int, float] | None = None  # the last ETA shown: (elapsed, trials left, seconds)
+        self.expected: tuple[int, list[float] | None] = (-1, None)  # (trials finished, the repeats expected then)
+
+    def _expected_repeats(self) -> list[float] | None:
+        """``expected_repeat_seconds``, computed again only when a trial has ended since (it reads the search's trials)."""
+        finished = self.ledger.finished_count()
+        if self.expected[0] != finished:
+            self.expected = (finished, expected_repeat_seconds(self.ledger))
+        return self.expected[1]
 
     def _line(self) -> str:
         """The progress line now, the run's elapsed time counted from the process's start (not the phase's)."""
         elapsed = run_seconds()
-        seconds = eta_seconds(self.ledger, self.concurrency, self.previous, elapsed)  # reads the store: once a line
+        expected = self._expected_repeats()
+        seconds = eta_seconds(self.ledger, self.concurrency, self.previous, elapsed, expected)  # reads the store: once a line
         if seconds is not None:
-            self.previous = (elapsed, trials_left(self.ledger), seconds)
+            self.previous = (elapsed, trials_left(self.ledger, expected), seconds)
         return progress_line(self.ledger, elapsed, seconds)
 
     def _show(self, line: str, ended: bool = False) -> None:

@@ -20,20 +20,23 @@ def most_repeats(study: Study, seeds: int) -> int:
     return 2 * (len(study.families) - 1 + len(study.points)) * seeds
 
 
-def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
-    """Queue fresh seeds 1..``seeds`` of every configuration the verdict compares: the best baseline,
-    each family's selected configuration and the baseline's at its cost, each named point and the
-    baseline's at its cost (``reports.results.matching.pairings``, the rule the verdict applies).
+def fewest_repeats(study: Study, seeds: int) -> int:
+    """The fewest seed repeats a run of ``study`` queues: one baseline configuration faces every family and named
+    point (the best baseline is at each one's cost), so each of them and it take ``seeds`` each."""
+    return (len(study.families) + len(study.points)) * seeds
 
-    Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``).
-    Seeds a configuration already has, finished or queued (by an earlier run), are not queued again.
 
-    Returns:
-        How many repeats were queued.
+def repeats_due(optuna_study: optuna.Study, seeds: int) -> list[PlannedTrial]:
+    """The seed repeats the verdict's configurations lack now: fresh seeds 1..``seeds`` of the best baseline, each
+    family's selected configuration and the baseline's at its cost, each named point and the baseline's at its cost
+    (``reports.results.matching.pairings``, the rule the verdict applies), none a configuration already has.
+
+    Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``). Seeds a
+    configuration already has, finished, running or queued (by an earlier run), are not due again.
     """
     frame = trials_frame(optuna_study)
     if frame.empty:
-        return 0
+        return []
     stored = optuna_study.get_trials(deepcopy=False)
     by_number = {t.number: t for t in stored}
     has: dict[str, set[int]] = {}  # configuration -> its repeat indices, finished, running or queued
@@ -41,7 +44,7 @@ def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
         if "repeat_index" in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
             original = by_number[trial.user_attrs["repeat_of"]]
             has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs["repeat_index"])
-    planned = 0
+    due = []
     reference = best_baseline(frame)
     chosen = [number for pairing in pairings(frame, frame.attrs[FAMILIES_ATTRIBUTE]) for number in pairing.numbers]
     for number in dict.fromkeys([*([] if reference is None else [reference]), *chosen]):
@@ -49,7 +52,18 @@ def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
         key = configuration_key(configuration(original))
         plan = replace(PlannedTrial.of(original), repeat_of=original.number, retry_of=None, attempt=0)
         for index in sorted(set(range(1, seeds + 1)) - has.setdefault(key, set())):
-            enqueue(optuna_study, replace(plan, repeat_index=index))
+            due.append(replace(plan, repeat_index=index))
             has[key].add(index)
-            planned += 1
-    return planned
+    return due
+
+
+def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
+    """Queue the seed repeats due (``repeats_due``).
+
+    Returns:
+        How many repeats were queued.
+    """
+    due = repeats_due(optuna_study, seeds)
+    for planned in due:
+        enqueue(optuna_study, planned)
+    return len(due)

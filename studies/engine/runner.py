@@ -99,7 +99,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             attributes["memory_budget_bytes"] = run.resources.memory
 
         def tune_trials(budget: int, then: int = 0) -> None:
-            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune (``then``: trials expected after)."""
+            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune (``then``: seed repeats, at
+            most, expected after)."""
             ledger = Ledger(
                 optuna_study,
                 storage=storage,
@@ -115,6 +116,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 memory_bytes=run.resources.memory,
                 exclusive=exclusive,
                 then=then,
+                repeat_seeds=run.repeat_seeds if then else 0,
             )
             started_at = time.monotonic()
             run_on_tune(ledger, optuna_study.study_name, run.resources)

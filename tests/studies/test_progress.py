@@ -7,10 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from studies.catalogue import LRA_SHARING
-from studies.engine.progress import eta_seconds, finished_line, progress_line
+from studies.engine.progress import eta_seconds, expected_repeat_seconds, finished_line, progress_line
 from studies.engine.queue import PlannedTrial, enqueue
-from studies.engine.repeats import most_repeats
+from studies.engine.repeats import fewest_repeats, most_repeats
+from studies.engine.wall_time import MEASURED_OVERHEADS
 from tests.studies.test_ledger import make_ledger, report
+
+CLOSING, NEXT_PHASE = MEASURED_OVERHEADS.closing, MEASURED_OVERHEADS.phase  # what the ETA adds around the trials
 
 
 def test_each_finished_trial_gets_a_line_naming_its_family_knobs_value_state_and_time(tmp_path: Path) -> None:
@@ -49,7 +52,7 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     ledger.finish(first, report(60, final=True), None)  # one trial of 1.5 s done: 3 + the repeats left
     line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
     assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running")
-    assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead)):02d}")
+    assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead) + NEXT_PHASE + CLOSING):02d}")  # the repeats' workers, the report
 
 
 def test_the_repeats_expected_after_the_search_count_at_full_length(tmp_path: Path) -> None:
@@ -60,7 +63,8 @@ def test_the_repeats_expected_after_the_search_count_at_full_length(tmp_path: Pa
     numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
     ledger.finish(numbers[0], report(30), None)  # stopped half way, after 1.5 s: 3 s at full length
     assert ledger.endings[0].step == 30
-    assert eta_seconds(ledger, 1) == 3.0 * 2 + 1.5  # the 2 repeats at full length, the search trial left as measured
+    # the 2 repeats at full length, the search trial left as measured
+    assert eta_seconds(ledger, 1) == 3.0 * 2 + 1.5 + NEXT_PHASE + CLOSING
 
 
 def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
@@ -79,14 +83,14 @@ def test_the_eta_never_rises_while_no_work_is_added_and_reads_0_only_when_nothin
     numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
     ledger.finish(numbers[0], report(60, final=True), None)  # 1.5 s
     first = eta_seconds(ledger, 1)
-    assert first == 1.5 * 2
+    assert first == 1.5 * 2 + CLOSING
     slow = report(60, final=True) | {"wall_seconds": 30.0}
     ledger.finish(numbers[1], slow, None)  # the mean grows to 15.75 s: an estimate of 15.75 s for the one left
-    assert eta_seconds(ledger, 1) == 15.75  # without the last line shown
-    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 2.0  # shown 3 s a second ago: 2 s now
-    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=20.0) == 1.0  # overdue: a second, not 0
+    assert eta_seconds(ledger, 1) == 15.75 + CLOSING  # without the last line shown
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == first - 1  # shown a second ago: 1 s less
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=30.0) == 1.0  # overdue: a second, not 0
     ledger.total += 2  # work was added (a retry): the estimate may rise again
-    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 15.75 * 3
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 15.75 * 3 + CLOSING
     ledger.total -= 2
     ledger.finish(numbers[2], report(60, final=True), None)
     assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 0.0  # nothing left
@@ -136,5 +140,23 @@ def test_the_eta_of_seed_repeats_counts_each_at_the_time_its_search_trial_took(t
     ledger.total += 3  # as plan_repeats' run asks it
     first = ledger.ask("ray-2")["number"]
     ledger.finish(first, report(steps, final=True), None)  # the fast one's repeat: 1.5 s
-    assert eta_seconds(ledger, 1) == 60.0  # the slow one's two repeats, 30 s each (the mean of all that ended: 6 s)
-    assert eta_seconds(ledger, 2) == 30.0  # on two slots at once
+    assert eta_seconds(ledger, 1) == 60.0 + CLOSING  # the slow one's two repeats, 30 s each (the mean of all that ended: 6 s)
+    assert eta_seconds(ledger, 2) == 30.0 + CLOSING  # on two slots at once
+
+
+def test_the_repeats_expected_in_the_search_are_those_the_verdict_would_compare_now(tmp_path: Path) -> None:
+    """A quick run's search phase counted 36 repeats ahead, the most the verdict can compare, where it queued 24: the
+    ETA counts those the configurations selected so far would take, each at its search trial's full length."""
+    ledger = make_ledger(tmp_path, [], 6)
+    ledger.then, ledger.repeat_seeds = most_repeats(LRA_SHARING, 2), 2
+    assert expected_repeat_seconds(ledger) is None  # no search trial has ended
+    steps = ledger.preset.train.steps
+    for index in range(6):  # the last stopped half way after 1.5 s: 3 s at full length
+        ledger.finish(ledger.ask(f"ray-{index}")["number"], report(steps, final=True) if index < 5 else report(steps // 2), None)
+    expected = expected_repeat_seconds(ledger)
+    assert fewest_repeats(LRA_SHARING, 2) <= len(expected) <= most_repeats(LRA_SHARING, 2)
+    assert set(expected) <= {1.5, 3.0}  # each at its search trial's time, at full length
+    # this phase has nothing left: the repeats one after the other, their workers' start, the report
+    assert eta_seconds(ledger, 1, expected_repeats=expected) == sum(expected) + NEXT_PHASE + CLOSING
+    ledger.repeat_seeds = 0  # no repeats after this phase: nothing expected
+    assert expected_repeat_seconds(ledger) is None

@@ -35,3 +35,13 @@ def test_a_study_must_optimise_its_task_s_metric_and_share_one_task() -> None:
     smoke, quick = LRA_SHARING.preset("smoke"), LRA_SHARING.preset("quick")
     with pytest.raises(ValueError, match=r"its presets must share one task of .*, not \['listops', 'lra_listops'\]"):
         replace(LRA_SHARING, presets={"smoke": smoke, "quick": replace(quick, task=ReleaseTask("lra_listops"))})
+
+
+def test_each_study_s_typical_length_lies_within_its_model_s_longest_input() -> None:
+    """What the plan times a step at: fixed-length tasks at their length, ListOps at its trees' mean."""
+    for study in STUDIES.values():
+        for preset in study.presets.values():
+            longest = preset.task.model_fields()["max_length"]
+            assert 1 <= preset.task.typical_length() <= longest, (study.name, preset.name)
+    quick = LRA_SHARING.preset("quick").task
+    assert quick.typical_length() < quick.model_fields()["max_length"] / 2

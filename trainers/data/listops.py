@@ -19,7 +19,7 @@ import csv
 import io
 import random
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from common.outputs import write_atomically
@@ -169,6 +169,20 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
         splits[split] = items[start : start + size]
         start += size
     return splits
+
+
+def mean_length(spec: ListOpsSpec, sample: int = 500) -> float:
+    """The mean tokens of an example ``spec`` generates, from its first ``sample`` trees (brackets are not tokens).
+
+    Args:
+        spec: The data set's parameters and seed.
+        sample: Trees to count (the first a generation draws: the same on every machine).
+
+    Returns:
+        Tokens per example, on average.
+    """
+    rows = generate(replace(spec, train_size=sample, val_size=0, test_size=0))["train"]
+    return sum(sum(token not in ("(", ")") for token in source.split()) for source, _ in rows) / len(rows)
 
 
 def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:

@@ -206,3 +206,14 @@ def test_missing_release_names_task_path_file_and_source(tmp_path: Path, monkeyp
         DataFileError, match="reads the LRA release files: set LRA_DATA_DIR to the unpacked lra_release directory"
     ):
         listops_release(None, cache_dir=tmp_path / "cache")
+
+
+def test_the_mean_length_is_the_generated_trees_mean_token_count() -> None:
+    """The plan times a step at this length: lra_sharing's quick trees average 11 tokens of the 40 allowed."""
+    from trainers.data.listops import mean_length
+
+    spec = ListOpsSpec(seed=0, max_depth=3, max_args=5, min_length=5, max_length=40, train_size=200, val_size=0, test_size=0)
+    trees = generate(spec)["train"]
+    counted = statistics.mean(len(tokenize_listops(source)) for source, _ in trees)
+    assert mean_length(spec, sample=200) == counted
+    assert spec.min_length < counted < spec.max_length / 2  # bucketed batches are far shorter than the longest
