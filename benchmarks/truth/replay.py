@@ -64,14 +64,16 @@ class Strategy:
     Attributes:
         name: How tables of replays name it.
         search: Its sampler, its switches and its early-stopping rule (``Preset.search``).
+        interim_seeds: The seed repeats' first look (``Preset.interim_seeds``; 0: every repeat at once).
     """
 
     name: str
     search: Search
+    interim_seeds: int = 0
 
     def preset(self, preset: Preset) -> Preset:
         """The preset as this strategy runs it."""
-        return replace(preset, search=self.search)
+        return replace(preset, search=self.search, interim_seeds=self.interim_seeds)
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,10 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         on_end=lambda hours: curve.append((hours, max(truth.found_share(study, outcomes), curve[-1][1] if curve else 0.0))),
         stopwatch=sampler,
     )
-    repeats = plan_repeats(study, preset.repeat_seeds) if preset.repeat_seeds else 0
-    repeat_hours = _simulate(ledger(0), outcomes, rng, preset.parallel_trials) if repeats else 0.0
+    repeat_hours = 0.0
+    for look, seeds in enumerate(preset.repeat_looks(preset.repeat_seeds)):  # as the run's looks (``runner``)
+        if plan_repeats(study, seeds, open_only=look > 0):
+            repeat_hours += _simulate(ledger(0), outcomes, rng, preset.parallel_trials)
     frame = trials_frame(study)
     return Replay(
         seed,

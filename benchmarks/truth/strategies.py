@@ -70,5 +70,10 @@ STRATEGIES = {
             "random untried in the cost band, ASHA per family",
             Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True),
         ),
+        Strategy(  # the seed repeats in two looks: 3 seeds, then the rest where a comparison is still open
+            "repeats in two looks: random untried in the band, ASHA per family",
+            Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True),
+            interim_seeds=3,
+        ),
     )
 }

@@ -175,6 +175,9 @@ class Preset:
         search: How the sampler and early stopping choose (``Search``).
         repeat_seeds: Fresh seeds each family's best configurations get after the search
             (``--repeat-seeds``): the verdict's interval is over them.
+        interim_seeds: 0: every seed repeat at once. ``k`` > 0 (fewer than the repeat seeds): the repeats in two
+            looks, ``k`` seeds each first, the rest only for the comparisons the first look leaves undetermined
+            (``studies.engine.repeats``: a group-sequential design, its error rate stated there).
         parallel_trials: Trials that run at once (fewer where the machine fits fewer). The
             run's decisions do not depend on it being reached, nor on the order trials end:
             see ``decision_lag``.
@@ -201,6 +204,7 @@ class Preset:
     grace_steps: int = 1
     search: Search = Search()
     repeat_seeds: int = 3
+    interim_seeds: int = 0
     parallel_trials: int = 2
     exhaustive_seeds: int = 0
     deciding: DecidingSeeds | None = None
@@ -215,6 +219,13 @@ class Preset:
                 f"preset {self.name!r}: deciding seeds ({self.deciding.seeds}) must be more than "
                 f"exhaustive_seeds ({self.exhaustive_seeds})"
             )
+
+    def repeat_looks(self, seeds: int) -> tuple[int, ...]:
+        """The seeds each configuration has after each look of a run that repeats ``seeds`` fresh seeds:
+        ``(interim_seeds, seeds)`` in two looks, else ``(seeds,)`` (``seeds`` 0: none)."""
+        if not seeds:
+            return ()
+        return (self.interim_seeds, seeds) if 0 < self.interim_seeds < seeds else (seeds,)
 
     @property
     def decision_lag(self) -> int:

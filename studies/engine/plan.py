@@ -215,10 +215,15 @@ def plan(study: Study, options: RunOptions) -> Plan:
         extra = f" (and {points} of a named point)" if points else ""
         lines.append(f"  {label}: {len(candidates) - points} configurations{extra}")
     repeats = most_repeats(study, run.repeat_seeds)
-    if run.repeat_seeds:
+    if looks := preset.repeat_looks(run.repeat_seeds):
+        seeds = (
+            f"{run.repeat_seeds} fresh seeds each"
+            if len(looks) == 1
+            else (f"{looks[0]} fresh seeds each, then up to {looks[-1]} for the comparisons that look leaves open")
+        )
         lines.append(
             f"seed repeats: then up to {repeats} trials: the configurations the verdict compares "
-            f"(at most {most_repeats(study, 1)}), {run.repeat_seeds} fresh seeds each"
+            f"(at most {most_repeats(study, 1)}), {seeds}"
         )
     else:
         lines.append("seed repeats: none (--repeat-seeds 0): the verdict compares search runs, uncorrected for selection")

@@ -1,15 +1,27 @@
-"""Seed repeats: the configurations the verdict compares, queued again on fresh seeds after the search."""
+"""Seed repeats: the configurations the verdict compares, queued again on fresh seeds after the search.
+
+A preset with ``interim_seeds`` repeats in two looks (a group-sequential design): every compared configuration
+first gets ``interim_seeds`` fresh seeds; a comparison the verdict then finds better, worse or the same at
+``INTERIM_ALPHA`` (Holm-adjusted, as the verdict adjusts) is settled, and only the configurations of the
+comparisons left open get the remaining seeds. ``INTERIM_ALPHA`` is O'Brien and Fleming's boundary at the first
+of two equally spaced looks for an overall two-sided 0.05 (z = 2.80, p = 0.0052); the final verdict tests at
+0.05 where their boundary is 0.048, so each comparison's error rate is at most 0.005 + 0.05 under the null,
+about 0.05 because the two looks share their first seeds. With few seeds the t-test's tails are heavier than
+the normal's the boundary assumes: the first look is, if anything, harder to pass.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import optuna
+import pandas as pd
 from optuna.trial import TrialState
 
 from reports.results.frame import configuration, configuration_key, trials_frame
 from reports.results.matching import best_baseline, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE
+from reports.results.verdict import verdict
 from studies.catalogue.schema import Study
 from studies.engine.queue import PlannedTrial, enqueue
 
@@ -26,13 +38,32 @@ def fewest_repeats(study: Study, seeds: int) -> int:
     return (len(study.families) + len(study.points)) * seeds
 
 
-def repeats_due(optuna_study: optuna.Study, seeds: int) -> list[PlannedTrial]:
+INTERIM_ALPHA = 0.005  # the first look's level (the module's docstring says why)
+
+
+def open_comparisons(frame: pd.DataFrame) -> list[int]:
+    """The trial numbers of the configurations whose comparisons the verdict leaves undetermined at
+    ``INTERIM_ALPHA`` (no test yet, neither different nor the same), in the verdict's order."""
+    numbers: list[int] = []
+    for comparison in verdict(frame).comparisons:
+        settled = comparison.adjusted_p < INTERIM_ALPHA or comparison.equivalence_p < INTERIM_ALPHA  # NaN: not settled
+        if comparison.test is None or not settled:
+            numbers += comparison.pairing.numbers
+    return numbers
+
+
+def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = False) -> list[PlannedTrial]:
     """The seed repeats the verdict's configurations lack now: fresh seeds 1..``seeds`` of the best baseline, each
     family's selected configuration and the baseline's at its cost, each named point and the baseline's at its cost
     (``reports.results.matching.pairings``, the rule the verdict applies), none a configuration already has.
 
     Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``). Seeds a
     configuration already has, finished, running or queued (by an earlier run), are not due again.
+
+    Args:
+        optuna_study: The study.
+        seeds: The fresh seeds each configuration is to have.
+        open_only: Only the configurations of the comparisons still open (``open_comparisons``): a second look.
     """
     frame = trials_frame(optuna_study)
     if frame.empty:
@@ -45,9 +76,13 @@ def repeats_due(optuna_study: optuna.Study, seeds: int) -> list[PlannedTrial]:
             original = by_number[trial.user_attrs["repeat_of"]]
             has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs["repeat_index"])
     due = []
-    reference = best_baseline(frame)
-    chosen = [number for pairing in pairings(frame, frame.attrs[FAMILIES_ATTRIBUTE]) for number in pairing.numbers]
-    for number in dict.fromkeys([*([] if reference is None else [reference]), *chosen]):
+    if open_only:
+        compared = open_comparisons(frame)
+    else:
+        reference = best_baseline(frame)
+        chosen = [number for pairing in pairings(frame, frame.attrs[FAMILIES_ATTRIBUTE]) for number in pairing.numbers]
+        compared = [*([] if reference is None else [reference]), *chosen]
+    for number in dict.fromkeys(compared):
         original = by_number[number]  # a search trial: pairings read search runs only
         key = configuration_key(configuration(original))
         plan = replace(PlannedTrial.of(original), repeat_of=original.number, retry_of=None, attempt=0)
@@ -57,13 +92,13 @@ def repeats_due(optuna_study: optuna.Study, seeds: int) -> list[PlannedTrial]:
     return due
 
 
-def plan_repeats(optuna_study: optuna.Study, seeds: int) -> int:
-    """Queue the seed repeats due (``repeats_due``).
+def plan_repeats(optuna_study: optuna.Study, seeds: int, *, open_only: bool = False) -> int:
+    """Queue the seed repeats due (``repeats_due``; ``open_only``: a second look's).
 
     Returns:
         How many repeats were queued.
     """
-    due = repeats_due(optuna_study, seeds)
+    due = repeats_due(optuna_study, seeds, open_only=open_only)
     for planned in due:
         enqueue(optuna_study, planned)
     return len(due)

@@ -130,15 +130,13 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         try:
             if to_run:
                 tune_trials(run.trials, then=ahead)
-            with lock.held():  # drivers sharing the store queue each repeat once
-                repeats = plan_repeats(optuna_study, run.repeat_seeds) if run.repeat_seeds else 0
-            if repeats:
-                print(
-                    f"repeating {repeats} trials: the configurations the verdict compares, at matched cost, "
-                    f"{run.repeat_seeds} fresh seeds each",
-                    file=out,
-                )
-                tune_trials(0)
+            looks = preset.repeat_looks(run.repeat_seeds)
+            for look, seeds in enumerate(looks):
+                with lock.held():  # drivers sharing the store queue each repeat once
+                    repeats = plan_repeats(optuna_study, seeds, open_only=look > 0)
+                if repeats:
+                    print(_repeating(repeats, seeds, look, len(looks)), file=out)
+                    tune_trials(0)
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
@@ -157,3 +155,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
         return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
+
+
+def _repeating(repeats: int, seeds: int, look: int, looks: int) -> str:
+    """What a run says as it queues a look's seed repeats."""
+    if look == 0:
+        then = " (then more where a comparison is still open)" if looks > 1 else ""
+        what = "the configurations the verdict compares, at matched cost"
+        return f"repeating {repeats} trials: {what}, {seeds} fresh seeds each{then}"
+    return f"repeating {repeats} more trials: the comparisons the first look left open, up to {seeds} fresh seeds each"

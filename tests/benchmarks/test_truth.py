@@ -520,3 +520,33 @@ def test_the_default_search_is_a_replayed_strategy_and_its_recorded_reliability_
     for recorded, alike in ((measured.whole, rows["concludes"]), (measured.families, rows[families].all(axis=1))):
         share = float(alike.astype(bool).mean())
         assert recorded == pytest.approx((share, *wilson_interval(share, len(rows))), abs=5e-4)
+
+
+def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_left_open(committed: Table) -> None:
+    """The sequential rule as a run executes it (the engine's looks, replayed on the committed table): every compared
+    configuration gets the first look's seeds; seeds past them go only to configurations of comparisons that the
+    verdict over the first look's seeds leaves open at ``INTERIM_ALPHA``."""
+    from studies.engine.repeats import open_comparisons
+
+    definition, preset = slice_study_and_preset()
+    table = deeper(committed, range(3, 9), committed.rows["seed_index"] >= 0)  # 9 seeds for every configuration
+    judged_cross = (table.rows["family"] == "DAMCHA (cross)") & (table.rows["seed_index"] >= 3)
+    table.rows.loc[judged_cross, TEST_ACCURACY] -= 0.10  # ten points behind on fresh seeds: settled at the first look
+    preset = replay_preset(preset, table)
+    strategy = STRATEGIES["repeats in two looks: random untried in the band, ASHA per family"]
+    interim, seeds = strategy.interim_seeds, preset.repeat_seeds
+    seen = {"settled": 0, "continued": 0}
+    for study_seed in range(6):
+        played = replay(definition, preset, table, strategy, seed=study_seed)
+        frame = played.frame
+        repeats = frame[frame["repeat_index"].notna()]
+        first = frame[frame["repeat_index"].isna() | (frame["repeat_index"] <= interim)].copy()
+        first.attrs = dict(frame.attrs)
+        still_open = set(open_comparisons(first))
+        counts = repeats.groupby("repeat_of")["repeat_index"].max()
+        continued = set(counts[counts > interim].index)
+        assert continued <= still_open, study_seed  # seeds beyond the first look only where it left a comparison open
+        assert set(counts.unique()) <= {interim, seeds}  # a configuration stops at a look, never between
+        seen["settled"] += int((counts == interim).sum())
+        seen["continued"] += len(continued)
+    assert seen["settled"] and seen["continued"]  # the six studies saw both
