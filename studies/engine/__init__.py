@@ -17,7 +17,7 @@ sampler      the Optuna sampler, and infeasible configurations told to it
 family_sampler  each family its own sampler; no configuration twice; the others within the baseline's cost band
 optuna_internals  what the samplers need of Optuna's internals, in one place: a study's trials shown through
              a function (``StudyView``), an enqueued trial's values (``queued_values``)
-repeats      each family's selected configurations queued again on fresh seeds
+repeats      each family's selected configurations queued again on fresh seeds, in one look or two
 cluster      Ray: join a cluster or start a local one; what one trial asks of it
 signals      SIGTERM and SIGHUP stop a run as Ctrl-C does
 scheduler    Ray Tune's hook that stops a trial where the ledger's rule says (``Ledger.stops``), never a seed repeat
@@ -28,6 +28,7 @@ trainable    what a worker runs for one trial
 failures     a trial's exception, classified by type: retry, infeasible or fail
 progress     a line per finished trial, and the live progress line with the run's ETA
 plan         ``--plan``: what a run would do and cost, writing nothing
+wall_time    the one model of a run's wall time, which the plan and the live ETA share
 version      the code version every trial records
 runner       ``run_study``: the above in order, then the run's results read once
 suite        ``run_suite``: a suite's studies in turn, then its report

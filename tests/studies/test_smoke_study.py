@@ -165,7 +165,12 @@ def test_the_authors_configuration_is_trained_as_a_named_point_of_its_family(smo
 
 
 def test_a_run_builds_its_trial_frame_once_for_its_results(smoke_run: dict) -> None:
-    """The resumed run (search, then seed repeats) reads its store into a frame twice: once after the
-    search, to choose what the repeats measure, and once at the end, for its results, which the
-    stored verdict, the report and the summary share (each built its own frame before)."""
-    assert smoke_run["frames"] == [NAME, NAME]
+    """The resumed run (search, then seed repeats) reads its store into a frame once after the search, to
+    choose what the repeats measure, and once at the end, for its results, which the stored verdict, the
+    report and the summary share (each built its own frame before); and, for its ETA, once each time a
+    search trial ends (the seed repeats the selection so far would take), never per progress line."""
+    searched = [
+        trial for trial in smoke_run["second"] if trial.number >= len(smoke_run["first"]) and "repeat_of" not in trial.user_attrs
+    ]
+    assert len(searched) >= 2  # the run's two more trials (and the dead trial's retry)
+    assert smoke_run["frames"] == [NAME] * (len(searched) + 2)
