@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import random
 import statistics
@@ -171,6 +172,7 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
     return splits
 
 
+@functools.cache  # a plan asks it for every configuration it times
 def mean_length(spec: ListOpsSpec, sample: int = 500) -> float:
     """The mean tokens of an example ``spec`` generates, from its first ``sample`` trees (brackets are not tokens).
 
