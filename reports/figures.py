@@ -12,13 +12,14 @@ from plotly.subplots import make_subplots
 from reports.results.configurations import headline_figure
 from reports.results.frame import knob_columns, search_runs
 from reports.results.fronts import family_order, pareto_mask
-from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS
+from reports.results.names import FAMILIES_ATTRIBUTE
 from reports.results.quality import Quality, quality
+from storage import record
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
-    FLOPS: "forward FLOPs per example (log scale)",
-    "parameters": "parameters (log scale)",
+    record.FLOPS: "forward FLOPs per example (log scale)",
+    record.PARAMETERS: "parameters (log scale)",
     SECONDS_PER_1K: "measured training time per 1,000 examples, s (log scale)",
 }
 COLORS = {"damcha": "#1f77b4", "mha": "#d62728", "pruned": "#9e9e9e"}
@@ -40,16 +41,16 @@ def plain(text: object) -> str:
 def with_time_column(frame: pd.DataFrame) -> pd.DataFrame:
     """Adds measured seconds per 1,000 training examples (from ``examples_per_s``)."""
     frame = frame.copy()
-    frame[SECONDS_PER_1K] = 1000 / pd.to_numeric(frame["examples_per_s"], errors="coerce")
+    frame[SECONDS_PER_1K] = 1000 / pd.to_numeric(frame[record.EXAMPLES_PER_S], errors="coerce")
     return frame
 
 
 _COSTS_SHOWN = (  # a trial's costs in a hover text: the column, and how its value reads
-    (FLOPS, lambda value: f"{value:.3g} FLOPs per example"),
-    ("parameters", lambda value: f"{value:,.0f} parameters"),
-    ("examples_per_s", lambda value: f"{value:,.0f} examples/s"),
-    ("peak_memory_bytes", lambda value: f"{value / 2**20:.1f} MiB peak memory"),
-    ("wall_seconds", lambda value: f"{value:.0f} s wall time"),
+    (record.FLOPS, lambda value: f"{value:.3g} FLOPs per example"),
+    (record.PARAMETERS, lambda value: f"{value:,.0f} parameters"),
+    (record.EXAMPLES_PER_S, lambda value: f"{value:,.0f} examples/s"),
+    (record.PEAK_MEMORY_BYTES, lambda value: f"{value / 2**20:.1f} MiB peak memory"),
+    (record.WALL_SECONDS, lambda value: f"{value:.0f} s wall time"),
 )
 
 
@@ -57,12 +58,12 @@ def hover_text(row: pd.Series, knobs: list[str], measured: Quality) -> str:
     """A trial in words, HTML-escaped, one per line: its family and state (a seed repeat says whose; a stopped
     trial where it stopped), every knob (``knobs``), the study's first objective as
     it is shown (``measured``: %, bits per byte) and its costs in units."""
-    point = f", {row['point']}" if isinstance(row.get("point"), str) else ""
+    point = f", {row[record.POINT]}" if isinstance(row.get(record.POINT), str) else ""
     state = str(row["state"]).lower()
-    if state == "pruned" and pd.notna(row.get("reached_step")):
-        state = f"stopped early at step {int(row['reached_step'])}"
-    repeat = f", seed repeat of trial {int(row['repeat_of'])}" if pd.notna(row.get("repeat_of")) else ""
-    lines = [f"trial {row['number']}: {row['family']}{point} ({state}{repeat})"]
+    if state == "pruned" and pd.notna(row.get(record.REACHED_STEP)):
+        state = f"stopped early at step {int(row[record.REACHED_STEP])}"
+    repeat = f", seed repeat of trial {int(row[record.REPEAT_OF])}" if pd.notna(row.get(record.REPEAT_OF)) else ""
+    lines = [f"trial {row['number']}: {row[record.FAMILY]}{point} ({state}{repeat})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
     lines.append(f"{measured.label}: {measured.shown(row[measured.column])}")
     lines += [show(float(row[name])) for name, show in _COSTS_SHOWN if pd.notna(row.get(name))]
@@ -76,7 +77,7 @@ def families(frame: pd.DataFrame) -> dict[str, str]:
     present = family_order(frame)
     order = list(frame.attrs.get(FAMILIES_ATTRIBUTE) or present)
     order += [family for family in present if family not in order]
-    baselines = set(frame.loc[frame["baseline"], "family"]) if "baseline" in frame else set()
+    baselines = set(frame.loc[frame[record.BASELINE], record.FAMILY]) if record.BASELINE in frame else set()
     if not baselines and order and FAMILIES_ATTRIBUTE in frame.attrs:
         baselines = {order[0]}  # the study's families list the baseline's first
     palette = itertools.cycle(FAMILY_PALETTE)
@@ -99,8 +100,8 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame
     outside = (shown[measured.column] < low) | (shown[measured.column] > high)  # stopped outliers: drawn at the edge
     shown["drawn"] = shown[measured.column].clip(low, high)
     for family, color in families(shown).items():
-        rows = shown[shown["family"] == family]
-        baseline = bool(rows["baseline"].iloc[0])
+        rows = shown[shown[record.FAMILY] == family]
+        baseline = bool(rows[record.BASELINE].iloc[0])
         symbol, size = ("x", 11) if baseline else ("circle", 9)
         complete, stopped = rows[rows["state"] == "COMPLETE"], rows[rows["state"] == "PRUNED"]
         clipped = stopped[outside.reindex(stopped.index, fill_value=False)]
@@ -131,7 +132,7 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame
         name = plain(f"{family} front" + (" (reference)" if baseline else ""))
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, legendgroup=plain(family), line=line, hoverinfo="skip"))
         if configs is not None and not configs.empty:
-            repeated = configs[(configs["family"] == family) & (configs["seeds"] > 0)]
+            repeated = configs[(configs[record.FAMILY] == family) & (configs["seeds"] > 0)]
             if x == SECONDS_PER_1K and not repeated.empty:
                 repeated = with_time_column(repeated)
             if not repeated.empty:
@@ -188,11 +189,11 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
     complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna() & search_runs(frame)]
     hover_knobs = knob_columns(frame)
     # One point per configuration: one the search ran twice is one configuration (the mean of its runs).
-    same = ["family", *[k for k in hover_knobs if k in complete.columns]]
+    same = [record.FAMILY, *[k for k in hover_knobs if k in complete.columns]]
     complete = complete.assign(
         **{measured.column: complete.groupby(same, dropna=False, sort=False)[measured.column].transform("mean")}
     ).drop_duplicates(subset=same)
-    compared = complete[~complete["baseline"]]
+    compared = complete[~complete[record.BASELINE]]
     knobs = [k for k in knobs if k in compared.columns and compared[k].notna().any()]
     if not knobs:
         figure = go.Figure()
@@ -201,10 +202,10 @@ def knob_effects_figure(frame: pd.DataFrame, knobs: list[str], reference: tuple[
         return figure
     titles = [plain(knob) for knob in knobs]
     figure = make_subplots(rows=1, cols=len(knobs), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
-    colors = {family: color for family, color in families(complete).items() if family in set(compared["family"])}
+    colors = {family: color for family, color in families(complete).items() if family in set(compared[record.FAMILY])}
     for column, knob in enumerate(knobs, start=1):
         for family, color in colors.items():
-            rows = compared[(compared["family"] == family) & compared[knob].notna()]
+            rows = compared[(compared[record.FAMILY] == family) & compared[knob].notna()]
             figure.add_trace(
                 go.Box(
                     x=rows[knob].map(plain),
@@ -257,7 +258,7 @@ def curves_figure(
     figure = go.Figure()
     colors = colors or (families(curves.drop_duplicates("number")) if not curves.empty else {})
     for number, curve in curves.groupby("number", sort=True):
-        family, state = curve["family"].iloc[0], curve["state"].iloc[0]
+        family, state = curve[record.FAMILY].iloc[0], curve["state"].iloc[0]
         label = f"trial {number} ({family})" + (" (stopped early)" if state == "PRUNED" else "")
         figure.add_trace(
             go.Scatter(
@@ -306,22 +307,22 @@ def compare_figure(frames: dict[str, pd.DataFrame]) -> go.Figure:
         knobs, measured = knob_columns(frame), quality(frame)
         complete = frame[(frame["state"] == "COMPLETE") & frame[measured.column].notna()]
         for family in families(complete):
-            rows = complete[complete["family"] == family]
-            front = rows[pareto_mask(rows)].sort_values(FLOPS)
+            rows = complete[complete[record.FAMILY] == family]
+            front = rows[pareto_mask(rows)].sort_values(record.FLOPS)
             figure.add_trace(
                 go.Scatter(
-                    x=front[FLOPS],
+                    x=front[record.FLOPS],
                     y=front[measured.column],
                     mode="lines+markers",
                     name=plain(f"{study_name}: {family} front"),
-                    line={"dash": "dash" if rows["baseline"].iloc[0] else "solid", "shape": "hv"},
+                    line={"dash": "dash" if rows[record.BASELINE].iloc[0] else "solid", "shape": "hv"},
                     hovertext=[hover_text(row, knobs, measured) for _, row in front.iterrows()],
                     hoverinfo="text",
                 )
             )
     figure.update_layout(
         title="Pareto fronts of several studies",
-        xaxis_title=AXES[FLOPS],
+        xaxis_title=AXES[record.FLOPS],
         yaxis_title=" / ".join(dict.fromkeys(plain(quality(frame).label) for frame in frames.values())),
         xaxis_type="log",
         **LAYOUT,

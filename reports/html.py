@@ -33,10 +33,9 @@ from reports.results.configurations import headline_figure
 from reports.results.details import importances, learning_curves, provenance
 from reports.results.frame import compared_knobs, knob_columns, search_runs
 from reports.results.fronts import family_budgets
-from reports.results.names import FLOPS, RELIABILITY_ATTRIBUTE
 from reports.results.quality import quality
 from reports.tables import front_numbers, fronts_frame, verdict_frame
-from storage import masked_url
+from storage import masked_url, record
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """
@@ -103,15 +102,15 @@ def report_html(
     frame, configs, answer = with_time_column(results.frame), results.configurations, results.verdict
     knobs, measured = knob_columns(frame), quality(frame)
     what = measured.label[0].upper() + measured.label[1:]
-    searched_knobs = set(study.user_attrs.get("search_space") or knobs)  # a named point's own knobs select nothing
+    searched_knobs = set(study.user_attrs.get(record.SEARCH_SPACE) or knobs)  # a named point's own knobs select nothing
     effects = [name for name in compared_knobs(frame) if name in searched_knobs]
     searched = frame[search_runs(frame)] if not frame.empty else frame
     on_front = front_numbers(frame)
     colors = families(frame)  # one colour per family in every figure
     name = study.study_name
     figures = {
-        "pareto-figure": pareto_figure(searched, FLOPS, f"{what} against forward FLOPs per example", configs),
-        "pareto-parameters": pareto_figure(searched, "parameters", f"{what} against parameters", configs),
+        "pareto-figure": pareto_figure(searched, record.FLOPS, f"{what} against forward FLOPs per example", configs),
+        "pareto-parameters": pareto_figure(searched, record.PARAMETERS, f"{what} against parameters", configs),
         "pareto-time": pareto_figure(searched, SECONDS_PER_1K, f"{what} against measured training time", configs),
         "knob-effects": knob_effects_figure(frame, effects, _best_baseline_figure(configs, answer)),
         "learning-curves": curves_figure(learning_curves(study, sorted(on_front)), measured.label, colors=colors),
@@ -122,7 +121,9 @@ def report_html(
     divs = dict(zip(figures, _figures_html(list(figures.items()), plotlyjs), strict=True))
     attributes = study.user_attrs
     settings = {
-        key: attributes[key] for key in ("command", "task", "preset", "budget", "search_space", "objectives") if key in attributes
+        key: attributes[key]
+        for key in (record.COMMAND, record.TASK, record.PRESET, record.BUDGET, record.SEARCH_SPACE, record.OBJECTIVES)
+        if key in attributes
     }
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -130,7 +131,7 @@ def report_html(
 <h1>{html.escape(name)}</h1>
 <p class="question">{html.escape(str(attributes.get("question", "")))}</p>
 <p class="headline">{html.escape(answer.sentence)}</p>
-<p>{html.escape(str(attributes.get(RELIABILITY_ATTRIBUTE, "How sure: not recorded (a store this product did not write).")))}</p>
+<p>{html.escape(str(attributes.get(record.RELIABILITY, "How sure: not recorded (a store this product did not write).")))}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}
 <h2>Pareto fronts</h2>
 <p>The search runs: one colour and one front per family; crosses: the baseline family (dashed front); open
@@ -157,14 +158,14 @@ def _best_baseline_figure(configs: pd.DataFrame, answer) -> tuple[float, str] | 
     for comparison in answer.comparisons:
         if comparison.pairing.at_best_baseline and comparison.baseline["seeds"]:
             row = comparison.baseline
-            return float(row["mean"]), f"the best {row['family']}, {headline_figure(row, quality(configs))}"
+            return float(row["mean"]), f"the best {row[record.FAMILY]}, {headline_figure(row, quality(configs))}"
     return None
 
 
 def _foreign(study: optuna.Study) -> bool:
     """A study with trials that this product did not create (no settings, no trial of ours)."""
     trials = study.get_trials(deepcopy=False)
-    return bool(trials) and "question" not in study.user_attrs and not any("baseline" in t.user_attrs for t in trials)
+    return bool(trials) and record.QUESTION not in study.user_attrs and not any(record.BASELINE in t.user_attrs for t in trials)
 
 
 def foreign_report_html(

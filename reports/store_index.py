@@ -18,10 +18,8 @@ import pandas as pd
 from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
-from reports.results.verdict import VERDICT_ATTRIBUTE
-from storage import masked_url
+from storage import masked_url, record
 
-DEFAULT_PRESET_ATTRIBUTE = "default_preset"  # a study attribute: True when a run without --preset made it
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
 
 
@@ -57,7 +55,7 @@ def resolve_study_name(wanted: str, summaries: list[optuna.study.StudySummary], 
         raise LookupError(f"{unknown_name_message('study', wanted, names)} {where}")
     presets = {preset for preset, _, _ in matches}
     if len(presets) > 1:  # a bare study name: its default preset, when a run recorded which that is
-        default = {p for p, _, s in matches if s.user_attrs.get(DEFAULT_PRESET_ATTRIBUTE) is True}
+        default = {p for p, _, s in matches if s.user_attrs.get(record.DEFAULT_PRESET) is True}
         if len(default) != 1:
             choices = " or ".join(sorted({s.study_name for _, _, s in matches}))
             raise AmbiguousNameError(f"study name {wanted!r} is ambiguous {where}: it could be {choices}; give the whole name")
@@ -102,7 +100,7 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
         lines.append(f"\n{summary.study_name}: {total} trials" + (f" ({_counts(states, _STATES)})" if total else ""))
         for family, counted in families.items():
             lines.append(f"  {family}: {sum(counted.values())} ({_counts(counted, _STATES)})")
-        verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE)
+        verdict = summary.user_attrs.get(record.VERDICT)
         lines.append(f"  verdict: {verdict}" if verdict else "  verdict: none recorded (the run has not finished)")
     return "\n".join(lines)
 
@@ -116,10 +114,10 @@ def listing_data(storage: optuna.storages.BaseStorage) -> pd.DataFrame:
     """
     rows = []
     for summary, families in _studies(storage):
-        verdict = summary.user_attrs.get(VERDICT_ATTRIBUTE) or ""
+        verdict = summary.user_attrs.get(record.VERDICT) or ""
         for family, counted in families.items() or [("", Counter())]:
             outcomes = {state.lower(): counted[state] for state in _STATES}
-            row = {"study": summary.study_name, "family": family, "trials": sum(counted.values())}
+            row = {"study": summary.study_name, record.FAMILY: family, "trials": sum(counted.values())}
             rows.append(row | outcomes | {"verdict": verdict})
-    columns = ["study", "family", "trials", *(state.lower() for state in _STATES), "verdict"]
+    columns = ["study", record.FAMILY, "trials", *(state.lower() for state in _STATES), "verdict"]
     return pd.DataFrame(rows, columns=columns)

@@ -19,11 +19,9 @@ from reports.html import STYLE
 from reports.results.configurations import configurations
 from reports.results.frame import knob_columns
 from reports.results.fronts import best, family_order
-from reports.results.names import FLOPS
 from reports.results.quality import quality
 from reports.results.statistics import mean_interval
-from reports.results.verdict import VERDICT_ATTRIBUTE
-from storage import masked_url
+from storage import masked_url, record
 
 UNCORRECTED = "†"  # a selected single run: no fresh seeds to value it on
 
@@ -42,7 +40,7 @@ def suite_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for task, frame in frames.items():
         configs = configurations(frame, knob_columns(frame))
-        for family, group in configs.groupby("family", sort=False) if not configs.empty else ():
+        for family, group in configs.groupby(record.FAMILY, sort=False) if not configs.empty else ():
             chosen = best(group, "search_score")
             fresh = np.array(list(chosen["fresh"].values()), dtype=float)
             if len(fresh) >= 2:
@@ -51,24 +49,26 @@ def suite_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 value, low, high, seeds = float(chosen["search_value"]), math.nan, math.nan, 0
             rows.append(
                 {
-                    "family": family,
-                    "baseline": bool(chosen["baseline"]),
+                    record.FAMILY: family,
+                    record.BASELINE: bool(chosen[record.BASELINE]),
                     "task": task,
                     "value": value,
                     "ci_low": low,
                     "ci_high": high,
                     "seeds": seeds,
-                    "flops": float(chosen[FLOPS]),
+                    "flops": float(chosen[record.FLOPS]),
                     "number": int(chosen["number"]),
                 }
             )
-    return pd.DataFrame(rows, columns=["family", "baseline", "task", "value", "ci_low", "ci_high", "seeds", "flops", "number"])
+    return pd.DataFrame(
+        rows, columns=[record.FAMILY, record.BASELINE, "task", "value", "ci_low", "ci_high", "seeds", "flops", "number"]
+    )
 
 
 def averages(cells: pd.DataFrame, tasks: list[str]) -> dict[str, float]:
     """Each family's mean over the tasks, for the families with a value on every task (as LRA's "Avg")."""
     means = {}
-    for family, group in cells.groupby("family", sort=False):
+    for family, group in cells.groupby(record.FAMILY, sort=False):
         if set(group["task"]) >= set(tasks):
             means[family] = float(group["value"].mean())
     return means
@@ -89,7 +89,7 @@ def suite_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
     lines = []
     for task, frame in frames.items():
         measured = quality(frame)
-        found = cells[cells["task"] == task].set_index("family")
+        found = cells[cells["task"] == task].set_index(record.FAMILY)
         shown = [f"{f} {measured.shown(found.loc[f, 'value'])}" for f in families if f in found.index]
         lines.append(f"  {task}: {', '.join(shown) or 'no complete configuration'}")
     mean = averages(cells, list(frames))
@@ -117,7 +117,7 @@ def suite_html(
         links: Each task's own report, as a link from this page.
     """
     cells, families, tasks = suite_cells(frames), _families(frames), list(frames)
-    by_cell = cells.set_index(["family", "task"])
+    by_cell = cells.set_index([record.FAMILY, "task"])
     measured = quality(next(iter(frames.values())))
     same_metric = all(quality(frame) == measured for frame in frames.values())
     mean = averages(cells, tasks) if same_metric else {}
@@ -137,7 +137,7 @@ def suite_html(
     table = pd.DataFrame(
         [
             {
-                "family": family,
+                record.FAMILY: family,
                 **{task: cell(family, task) for task in tasks},
                 "average": measured.shown(mean[family]) if family in mean else "–",
             }
@@ -148,10 +148,10 @@ def suite_html(
     def flops(family: str, task: str) -> str:
         return f"{by_cell.loc[(family, task), 'flops']:.3g}" if (family, task) in by_cell.index else "–"
 
-    flops_table = pd.DataFrame([{"family": family, **{task: flops(family, task) for task in tasks}} for family in families])
+    flops_table = pd.DataFrame([{record.FAMILY: family, **{task: flops(family, task) for task in tasks}} for family in families])
     verdicts = "".join(
         f'<li><a href="{html.escape(links[task])}">{html.escape(task)}</a>: '
-        f"{html.escape(str(store.user_attrs.get(VERDICT_ATTRIBUTE, 'no verdict yet')))}</li>"
+        f"{html.escape(str(store.user_attrs.get(record.VERDICT, 'no verdict yet')))}</li>"
         for task, store in stores.items()
     )
     missing = [family for family in families if family not in mean]

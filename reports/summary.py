@@ -10,17 +10,17 @@ import pandas as pd
 from reports.results import StudyResults
 from reports.results.configurations import headline_figure, knob_text
 from reports.results.frame import knob_columns
-from reports.results.names import FLOPS, INFEASIBLE, RELIABILITY_ATTRIBUTE
+from reports.results.names import INFEASIBLE
 from reports.results.quality import Quality, quality
-from reports.results.verdict import VERDICT_ATTRIBUTE
+from storage import record
 
 
 def _configuration(row: pd.Series, knobs: list[str], measured: Quality) -> str:
     """A compared configuration in one line: family, its headline figure, its search run, FLOPs, knobs."""
     shown = " ".join(f"{name}={knob_text(row[name])}" for name in knobs if name != "attention" and knob_text(row.get(name)))
-    point = f" ({row['point']})" if isinstance(row.get("point"), str) else ""
+    point = f" ({row[record.POINT]})" if isinstance(row.get(record.POINT), str) else ""
     search = f"search run {row['number']}: {measured.shown(row['search_value'])} {measured.label}"
-    return f"{row['family']}{point}: {headline_figure(row, measured)}; {search}; {row[FLOPS]:.3g} FLOPs; {shown}"
+    return f"{row[record.FAMILY]}{point}: {headline_figure(row, measured)}; {search}; {row[record.FLOPS]:.3g} FLOPs; {shown}"
 
 
 def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyResults | None = None) -> str:
@@ -36,8 +36,8 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
     lines.append(
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
-    lines.append(f"  verdict: {study.user_attrs.get(VERDICT_ATTRIBUTE, results.verdict.sentence)}")
-    if reliability := study.user_attrs.get(RELIABILITY_ATTRIBUTE):
+    lines.append(f"  verdict: {study.user_attrs.get(record.VERDICT, results.verdict.sentence)}")
+    if reliability := study.user_attrs.get(record.RELIABILITY):
         lines.append(f"  {reliability}")
     compared = [row for c in results.verdict.comparisons for row in (c.baseline, c.candidate)]
     if compared:
@@ -46,7 +46,7 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
             lines.append(f"    {_configuration(row, knobs, quality(frame))}")
     failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():
-        lines.append(f"  failed trial {row['number']}: {str(row['error']).splitlines()[0]}")
+        lines.append(f"  failed trial {row['number']}: {str(row[record.ERROR]).splitlines()[0]}")
     lines.append(f"  store:  {storage_url}  (browse: optuna-dashboard {storage_url})")
     lines.append(f"  report: {report}")
     return "\n".join(lines)

@@ -17,9 +17,9 @@ from reports.results import StudyResults
 from reports.results.configurations import headline_figure, headline_value, knob_text
 from reports.results.frame import compared_knobs, search_runs
 from reports.results.fronts import family_fronts
-from reports.results.names import FLOPS
 from reports.results.quality import quality
 from reports.results.verdict import Comparison, duplicates
+from storage import record
 
 
 def front_numbers(frame: pd.DataFrame) -> set[int]:
@@ -62,14 +62,14 @@ def fronts_frame(results: StudyResults) -> pd.DataFrame:
         search = measured.scaled(row["search_value"])
         rows.append(
             {
-                "family": row["family"] + (f": {row['point']}" if isinstance(row.get("point"), str) else ""),
+                record.FAMILY: row[record.FAMILY] + (f": {row[record.POINT]}" if isinstance(row.get(record.POINT), str) else ""),
                 HEADLINE_COLUMN: headline_value(row, measured),
                 "fresh seeds": f"{row['seeds']} ({row['judged_on']})" if row["seeds"] else "0",
                 f"search run ({measured.label})": f"{search:.{measured.decimals}f} (trial {row['number']})",
                 **{name: knob_text(row.get(name)) for name in knobs},
-                "FLOPs/example": f"{row[FLOPS]:.3g}",
-                "parameters": _count(row["parameters"]),
-                "examples/s": "" if pd.isna(row["examples_per_s"]) else f"{row['examples_per_s']:.0f}",
+                "FLOPs/example": f"{row[record.FLOPS]:.3g}",
+                "parameters": _count(row[record.PARAMETERS]),
+                "examples/s": "" if pd.isna(row[record.EXAMPLES_PER_S]) else f"{row[record.EXAMPLES_PER_S]:.0f}",
                 "trials": _numbers_text(list(row["numbers"])),
             }
         )
@@ -85,7 +85,7 @@ def _front_rows(results: StudyResults) -> pd.DataFrame:
         return configs
     on_front = front_numbers(results.frame)
     keep = configs[configs["numbers"].map(lambda numbers: bool(on_front & set(numbers))) | (configs["seeds"] > 0)]
-    return keep.sort_values(["baseline", "family", FLOPS], ascending=[False, True, True])
+    return keep.sort_values([record.BASELINE, record.FAMILY, record.FLOPS], ascending=[False, True, True])
 
 
 def fronts_data(results: StudyResults) -> pd.DataFrame:
@@ -103,8 +103,8 @@ def fronts_data(results: StudyResults) -> pd.DataFrame:
     knobs = compared_knobs(results.frame)
     return pd.DataFrame(
         {
-            "family": row["family"],
-            "point": row.get("point") if isinstance(row.get("point"), str) else None,
+            record.FAMILY: row[record.FAMILY],
+            record.POINT: row.get(record.POINT) if isinstance(row.get(record.POINT), str) else None,
             "mean": row["mean"],
             "ci_low": row["ci_low"],
             "ci_high": row["ci_high"],
@@ -113,9 +113,9 @@ def fronts_data(results: StudyResults) -> pd.DataFrame:
             "search_value": row["search_value"],
             "search_trial": int(row["number"]),
             **{name: row.get(name) for name in knobs},
-            FLOPS: row[FLOPS],
-            "parameters": row["parameters"],
-            "examples_per_s": row["examples_per_s"],
+            record.FLOPS: row[record.FLOPS],
+            record.PARAMETERS: row[record.PARAMETERS],
+            record.EXAMPLES_PER_S: row[record.EXAMPLES_PER_S],
             "trials": " ".join(str(number) for number in sorted(row["numbers"])),
         }
         for _, row in keep.iterrows()
@@ -154,8 +154,8 @@ def verdict_frame(results: StudyResults) -> pd.DataFrame:
         rows.append(
             {
                 "compared": comparison.family,
-                "against": f"{comparison.baseline['family']} (trial {comparison.baseline['number']})",
-                "FLOPs ratio": f"{comparison.candidate[FLOPS] / comparison.baseline[FLOPS]:.2f}",
+                "against": f"{comparison.baseline[record.FAMILY]} (trial {comparison.baseline['number']})",
+                "FLOPs ratio": f"{comparison.candidate[record.FLOPS] / comparison.baseline[record.FLOPS]:.2f}",
                 "candidate": headline_figure(comparison.candidate, measured),
                 "baseline": headline_figure(comparison.baseline, measured),
                 "difference": _number(comparison.difference, 1),
@@ -189,9 +189,9 @@ def verdict_data(results: StudyResults) -> pd.DataFrame:
         rows.append(
             {
                 "compared": comparison.family,
-                "against": baseline["family"],
+                "against": baseline[record.FAMILY],
                 "against_trial": int(baseline["number"]),
-                "flops_ratio": candidate[FLOPS] / baseline[FLOPS],
+                "flops_ratio": candidate[record.FLOPS] / baseline[record.FLOPS],
                 **{
                     f"{side}_{name}": row[column]
                     for side, row in (("candidate", candidate), ("baseline", baseline))

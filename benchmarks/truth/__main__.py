@@ -19,7 +19,7 @@ from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
 from common.outputs import exit_with
 from reports.results.configurations import knob_text
-from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
+from storage import record
 
 DEFAULT_TABLE = table_path("lra_sharing-table-v6")
 
@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         for _, row in front.iterrows():
             interval = "" if pd.isna(row["test_low"]) else f" [{100 * row['test_low']:.1f}, {100 * row['test_high']:.1f}]"
             print(
-                f"    {row[FLOPS]:.3g} FLOPs  {100 * row[TEST_ACCURACY]:.1f}%{interval} test, "
-                f"{100 * row[ACCURACY]:.1f}% validation, {row['seeds']} seeds  {_knobs_text(row, table.knobs)}"
+                f"    {row[record.FLOPS]:.3g} FLOPs  {100 * row[record.TEST_ACCURACY]:.1f}%{interval} test, "
+                f"{100 * row[record.ACCURACY]:.1f}% validation, {row['seeds']} seeds  {_knobs_text(row, table.knobs)}"
             )
 
     print(

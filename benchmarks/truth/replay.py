@@ -41,8 +41,8 @@ import pandas as pd
 from benchmarks.truth.table import Table
 from benchmarks.truth.truth import configurations, variant_key
 from reports.results.frame import configuration, trials_frame
-from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
 from reports.results.verdict import Comparison, Headline, verdict
+from storage import record
 from studies.catalogue.schema import Preset, Search, Study
 from studies.engine.ledger import Ledger
 from studies.engine.repeats import plan_repeats
@@ -324,12 +324,12 @@ def _simulate(
                     break
             fraction = last["step"] / outcomes.curve_steps[-1]
             last |= {
-                FLOPS: float(row[FLOPS]),
+                record.FLOPS: float(row[record.FLOPS]),
                 "parameters": int(row["parameters"]),
                 "wall_seconds": outcomes.wall[key] * fraction,
             }
             if last["final"]:
-                last |= {TEST_ACCURACY: float(row[TEST_ACCURACY]), ACCURACY: float(row[ACCURACY])}
+                last |= {record.TEST_ACCURACY: float(row[record.TEST_ACCURACY]), record.ACCURACY: float(row[record.ACCURACY])}
             running.append((clock + last["wall_seconds"], number, last))
         if not running:
             if not ledger.done():
@@ -347,8 +347,10 @@ class _TrueHypervolume:
     """Each family's true hypervolume (true test accuracy up, FLOPs down) and the share of it a search found."""
 
     def __init__(self, configs: pd.DataFrame, knobs: list[str]) -> None:
-        self.reference = (float(configs[TEST_ACCURACY].min()), float(configs[FLOPS].max()) * 1.01)
-        self.truth = {key: (float(row[TEST_ACCURACY]), float(row[FLOPS])) for key, row in _keyed(configs, knobs).items()}
+        self.reference = (float(configs[record.TEST_ACCURACY].min()), float(configs[record.FLOPS].max()) * 1.01)
+        self.truth = {
+            key: (float(row[record.TEST_ACCURACY]), float(row[record.FLOPS])) for key, row in _keyed(configs, knobs).items()
+        }
         self.whole = {
             family: hypervolume([v for k, v in self.truth.items() if k[0] == family], self.reference)
             for family in configs["family"].unique()
@@ -435,7 +437,7 @@ def agreement(
         variants: ``benchmarks.truth.truth.point_truths``: a named point's comparison is scored against
             the truth's of the variant the replay trained (else against the truth's own pick).
     """
-    true_values = {key: float(row[TEST_ACCURACY]) for key, row in _keyed(configs, knobs).items()}
+    true_values = {key: float(row[record.TEST_ACCURACY]) for key, row in _keyed(configs, knobs).items()}
     found = {comparison.family: comparison for comparison in replayed.headline.comparisons}
     per_label, concludes, regret, sign = {}, {}, {}, {}
     for expected in truth.comparisons:

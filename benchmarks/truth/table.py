@@ -42,8 +42,8 @@ from optuna.trial import TrialState
 
 from common.outputs import write_atomically
 from reports.results.frame import configuration
-from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import Value
+from storage import record
 from studies.run import parse_knob_value
 
 TABLES_DIR = Path(__file__).resolve().parent
@@ -115,16 +115,16 @@ def rows_of(study: optuna.Study) -> pd.DataFrame:
     rows = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         attributes = trial.user_attrs
-        if SEED_INDEX_ATTRIBUTE not in attributes or INFEASIBLE_ATTRIBUTE in attributes:
+        if record.SEED_INDEX not in attributes or record.INFEASIBLE in attributes:
             continue
         values = configuration(trial)
         row = {
             "family": attributes.get("family"),
             "baseline": bool(attributes.get("baseline")),
-            "point": attributes.get(POINT_ATTRIBUTE),
+            "point": attributes.get(record.POINT),
         }
         row |= {name: values.get(name) for name in knobs}
-        row |= {"seed_index": attributes[SEED_INDEX_ATTRIBUTE], "seed": attributes.get("seed")}
+        row |= {"seed_index": attributes[record.SEED_INDEX], "seed": attributes.get("seed")}
         row |= {f"{CURVE_PREFIX}{step}": value for step, value in sorted(trial.intermediate_values.items())}
         row |= {"val_accuracy": trial.values[0]} | {name: attributes.get(name) for name in METRICS[1:] + COSTS}
         finished = attributes.get(FINISHED_ATTRIBUTE) or trial.datetime_complete.replace(tzinfo=UTC).isoformat(timespec="seconds")

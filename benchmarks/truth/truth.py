@@ -19,18 +19,11 @@ import pandas as pd
 
 from benchmarks.truth.table import Table
 from reports.results.fronts import family_fronts
-from reports.results.names import (
-    ACCURACY,
-    FAMILIES_ATTRIBUTE,
-    FLOPS,
-    KNOBS_ATTRIBUTE,
-    QUALITY_ATTRIBUTE,
-    SCORE,
-    TEST_ACCURACY,
-)
+from reports.results.names import FAMILIES_ATTRIBUTE, KNOBS_ATTRIBUTE, QUALITY_ATTRIBUTE, SCORE
 from reports.results.quality import QUALITIES
 from reports.results.statistics import mean_interval
 from reports.results.verdict import Comparison, Headline, verdict
+from storage import record
 
 CONFIGURATION_COLUMNS = ("family", "point")  # with the knobs: what identifies a configuration
 
@@ -50,20 +43,20 @@ def configurations(table: Table) -> pd.DataFrame:
     keys = [*CONFIGURATION_COLUMNS, *table.knobs]
     for _, group in rows.groupby([rows[k].map(repr) for k in keys], sort=False):  # None is a value here
         first = group.iloc[0]
-        tests = group[TEST_ACCURACY].to_numpy(dtype=float)
+        tests = group[record.TEST_ACCURACY].to_numpy(dtype=float)
         low, high = mean_interval(tests)
         records.append(
             {name: first[name] for name in keys}
             | {
                 "baseline": bool(first["baseline"]),
                 "seeds": len(group),
-                ACCURACY: float(group[ACCURACY].mean()),
-                TEST_ACCURACY: float(tests.mean()),
+                record.ACCURACY: float(group[record.ACCURACY].mean()),
+                record.TEST_ACCURACY: float(tests.mean()),
                 "test_low": low,
                 "test_high": high,
-                "val_by_seed": dict(zip(group["seed_index"].astype(int), group[ACCURACY].astype(float), strict=True)),
+                "val_by_seed": dict(zip(group["seed_index"].astype(int), group[record.ACCURACY].astype(float), strict=True)),
                 "test_by_seed": dict(zip(group["seed_index"].astype(int), tests, strict=True)),
-                FLOPS: float(first[FLOPS]),
+                record.FLOPS: float(first[record.FLOPS]),
                 "parameters": int(first["parameters"]),
                 "wall_seconds": float(group["wall_seconds"].median()),
             }
@@ -83,24 +76,26 @@ def truth_frame(configs: pd.DataFrame, knobs: list[str], families: list[str]) ->
     """
     rows = []
     for number, config in configs.iterrows():
-        common = {name: config[name] for name in (*CONFIGURATION_COLUMNS, *knobs, "baseline", FLOPS, "parameters")}
+        common = {name: config[name] for name in (*CONFIGURATION_COLUMNS, *knobs, "baseline", record.FLOPS, "parameters")}
         common |= {"state": "COMPLETE", "examples_per_s": float("nan"), "wall_seconds": config["wall_seconds"]}
-        rows.append(common | {"number": int(number), ACCURACY: config[ACCURACY], "repeat_of": None, "repeat_index": None})
+        rows.append(
+            common | {"number": int(number), record.ACCURACY: config[record.ACCURACY], "repeat_of": None, "repeat_index": None}
+        )
         for index, value in config["test_by_seed"].items():
             rows.append(
                 common
                 | {
                     "number": len(configs) + len(rows),
-                    ACCURACY: config["val_by_seed"][index],
-                    TEST_ACCURACY: value,
+                    record.ACCURACY: config["val_by_seed"][index],
+                    record.TEST_ACCURACY: value,
                     "repeat_of": int(number),
                     "repeat_index": index + 1,
                 }
             )
     frame = pd.DataFrame(rows)
-    frame[SCORE] = frame[ACCURACY].astype(float)
+    frame[SCORE] = frame[record.ACCURACY].astype(float)
     frame.attrs[KNOBS_ATTRIBUTE] = list(knobs)
-    frame.attrs[QUALITY_ATTRIBUTE] = QUALITIES[ACCURACY]
+    frame.attrs[QUALITY_ATTRIBUTE] = QUALITIES[record.ACCURACY]
     frame.attrs[FAMILIES_ATTRIBUTE] = list(families)
     return frame
 
@@ -138,8 +133,8 @@ def variant_key(point: str, values: Mapping[str, object], knobs: list[str]) -> t
 
 def true_fronts(configs: pd.DataFrame) -> pd.DataFrame:
     """Each family's configurations on its own Pareto front of true test accuracy against FLOPs, cheapest first."""
-    frame = configs.assign(state="COMPLETE", **{SCORE: configs[TEST_ACCURACY]})
-    return configs[family_fronts(frame)].sort_values(["family", FLOPS], kind="stable")
+    frame = configs.assign(state="COMPLETE", **{SCORE: configs[record.TEST_ACCURACY]})
+    return configs[family_fronts(frame)].sort_values(["family", record.FLOPS], kind="stable")
 
 
 @dataclass(frozen=True)
@@ -185,7 +180,7 @@ def knob_effects(configs: pd.DataFrame, knobs: list[str]) -> list[KnobEffect]:
                     shared = sorted(set(a) & set(b))
                     if shared:
                         differences.append(100 * float(np.mean([b[i] - a[i] for i in shared])))
-                        ratios.append(float(high.iloc[0][FLOPS]) / float(low.iloc[0][FLOPS]))
+                        ratios.append(float(high.iloc[0][record.FLOPS]) / float(low.iloc[0][record.FLOPS]))
                 if differences:
                     effects.append(
                         KnobEffect(

@@ -13,15 +13,16 @@ import pandas as pd
 
 from reports.results.frame import configuration_key, search_runs
 from reports.results.fronts import best
-from reports.results.names import FLOPS, SCORE
+from reports.results.names import SCORE
 from reports.results.quality import Quality, quality
 from reports.results.statistics import mean_interval
+from storage import record
 
 COLUMNS = (
     "config",
-    "family",
-    "baseline",
-    "point",
+    record.FAMILY,
+    record.BASELINE,
+    record.POINT,
     "number",
     "numbers",
     "search_value",
@@ -33,9 +34,9 @@ COLUMNS = (
     "mean",
     "ci_low",
     "ci_high",
-    FLOPS,
-    "parameters",
-    "examples_per_s",
+    record.FLOPS,
+    record.PARAMETERS,
+    record.EXAMPLES_PER_S,
 )
 
 
@@ -85,17 +86,17 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     for key, group in complete.groupby("config", sort=False):
         searched = group[search_runs(group)]
         chosen = best(searched) if not searched.empty else best(group)  # the run the search judged it by
-        repeats = group[group["repeat_index"].notna()]
-        fresh = {int(index): float(value) for index, value in zip(repeats["repeat_index"], repeats[judged], strict=True)}
+        repeats = group[group[record.REPEAT_INDEX].notna()]
+        fresh = {int(index): float(value) for index, value in zip(repeats[record.REPEAT_INDEX], repeats[judged], strict=True)}
         values = pd.Series(list(fresh.values()), dtype=float).to_numpy()
         low, high = measured.bounded(*mean_interval(values))  # an accuracy's interval stays within [0, 100]%
         first = group.iloc[0]
         rows.append(
             {
                 "config": key,
-                "family": first["family"],
-                "baseline": bool(first["baseline"]),
-                "point": first.get("point"),
+                record.FAMILY: first[record.FAMILY],
+                record.BASELINE: bool(first[record.BASELINE]),
+                record.POINT: first.get(record.POINT),
                 **{k: first.get(k) for k in knobs},
                 "number": int(chosen["number"]),
                 "numbers": group["number"].tolist(),
@@ -108,9 +109,9 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 "mean": float(values.mean()) if len(values) else float("nan"),
                 "ci_low": low,
                 "ci_high": high,
-                FLOPS: float(pd.to_numeric(first[FLOPS], errors="coerce")),  # NaN: a store that recorded none
-                "parameters": first.get("parameters"),
-                "examples_per_s": float(group["examples_per_s"].astype(float).mean()),
+                record.FLOPS: float(pd.to_numeric(first[record.FLOPS], errors="coerce")),  # NaN: a store that recorded none
+                record.PARAMETERS: first.get(record.PARAMETERS),
+                record.EXAMPLES_PER_S: float(group[record.EXAMPLES_PER_S].astype(float).mean()),
             }
         )
     configs = pd.DataFrame(rows)

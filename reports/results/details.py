@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from reports.results.frame import family_of, outcome
 from reports.results.quality import quality_of
-from storage import masked_url
+from storage import masked_url, record
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
@@ -24,14 +24,14 @@ def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
             "step": step,
             "value": value,
             "state": t.state.name,
-            "family": family_of(t),
-            "baseline": bool(t.user_attrs.get("baseline")),
+            record.FAMILY: family_of(t),
+            record.BASELINE: bool(t.user_attrs.get(record.BASELINE)),
         }
         for t in study.get_trials(deepcopy=False)
         if t.number in wanted
         for step, value in sorted(t.intermediate_values.items())
     ]
-    return pd.DataFrame(rows, columns=["number", "step", "value", "state", "family", "baseline"])
+    return pd.DataFrame(rows, columns=["number", "step", "value", "state", record.FAMILY, record.BASELINE])
 
 
 def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
@@ -40,7 +40,7 @@ def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
     or whose knobs never vary, has none. Per family: pooled, the family itself would explain most."""
     by_family: dict[str, list[optuna.trial.FrozenTrial]] = {}
     for trial in study.get_trials(deepcopy=False):
-        if outcome(trial) == "COMPLETE" and "repeat_of" not in trial.user_attrs:  # infeasible ones are no result
+        if outcome(trial) == "COMPLETE" and record.REPEAT_OF not in trial.user_attrs:  # infeasible ones are no result
             by_family.setdefault(family_of(trial), []).append(trial)
     sign = quality_of(study).sign
     found = {}
@@ -71,17 +71,17 @@ def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> di
     trials = study.get_trials(deepcopy=False)
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
-    wall = pd.to_numeric(frame.get("wall_seconds"), errors="coerce").fillna(0).sum() if not frame.empty else 0.0
+    wall = pd.to_numeric(frame.get(record.WALL_SECONDS), errors="coerce").fillna(0).sum() if not frame.empty else 0.0
     return {
         "study": study.study_name,
         "store": masked_url(storage_url),
-        "code versions": sorted({str(t.user_attrs["code_version"]) for t in trials if "code_version" in t.user_attrs}),
-        "devices": sorted({str(d) for d in frame.get("device", pd.Series(dtype=object)).dropna()}),
+        "code versions": sorted({str(t.user_attrs[record.CODE_VERSION]) for t in trials if record.CODE_VERSION in t.user_attrs}),
+        "devices": sorted({str(d) for d in frame.get(record.DEVICE, pd.Series(dtype=object)).dropna()}),
         "first trial started": min(starts).isoformat(timespec="seconds") if starts else "-",
         "last trial ended": max(ends).isoformat(timespec="seconds") if ends else "-",
         "device-hours (sum of trial wall time)": round(float(wall) / 3600, 3),
         "trials by state": frame["state"].value_counts().to_dict() if not frame.empty else {},
-        "failed: could not train": frame["infeasible"].value_counts().to_dict() if not frame.empty else {},
+        "failed: could not train": frame[record.INFEASIBLE].value_counts().to_dict() if not frame.empty else {},
         "queued, not yet run": sum(t.state == TrialState.WAITING for t in trials),
         "optuna": optuna.__version__,
     }

@@ -16,18 +16,16 @@ from reports.results.names import (
     ATTRIBUTE_COLUMNS,
     FAMILIES_ATTRIBUTE,
     FAMILY_KNOBS_ATTRIBUTE,
-    FLOPS,
     INFEASIBLE,
-    INFEASIBLE_ATTRIBUTE,
     KNOBS_ATTRIBUTE,
     LOST_DRIVER_ERROR,
-    POINT_VALUES_ATTRIBUTE,
     QUALITY_ATTRIBUTE,
     SCORE,
     STARTED_STATES,
     TASK_ATTRIBUTE,
 )
 from reports.results.quality import quality_of
+from storage import record
 
 
 def outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -36,24 +34,24 @@ def outcome(trial: optuna.trial.FrozenTrial) -> str:
     Optuna keeps an infeasible trial COMPLETE, with placeholder values and a violated
     constraint (``studies.engine.sampler.tell_infeasible``): it is no result.
     """
-    return INFEASIBLE if INFEASIBLE_ATTRIBUTE in trial.user_attrs else trial.state.name
+    return INFEASIBLE if record.INFEASIBLE in trial.user_attrs else trial.state.name
 
 
 def family_of(trial: optuna.trial.FrozenTrial) -> str:
     """The label of the family a trial belongs to (a store from before families: MHA baselines
     against DAMCHA; a study this product did not create: "other")."""
     attributes = trial.user_attrs
-    if "family" in attributes:
-        return str(attributes["family"])
-    if "baseline" in attributes:
-        return "MHA" if attributes["baseline"] else "DAMCHA"
+    if record.FAMILY in attributes:
+        return str(attributes[record.FAMILY])
+    if record.BASELINE in attributes:
+        return "MHA" if attributes[record.BASELINE] else "DAMCHA"
     return "other"
 
 
 def configuration(trial: optuna.trial.FrozenTrial | optuna.Trial) -> dict[str, Any]:
     """A trial's knob values: its Optuna params and, for a named point, the point's own values
     (a tuple value, such as per-layer widths, comes back from the store as a list: a tuple again)."""
-    point = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE) or {}
+    point = trial.user_attrs.get(record.POINT_VALUES) or {}
     return dict(trial.params) | {name: tuple(value) if isinstance(value, list) else value for name, value in point.items()}
 
 
@@ -82,15 +80,15 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """
     measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
-    rows, knobs = [], dict.fromkeys(study.user_attrs.get("search_space", {}))
+    rows, knobs = [], dict.fromkeys(study.user_attrs.get(record.SEARCH_SPACE, {}))
     for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
         values = configuration(trial)
         knobs.update(dict.fromkeys(values))
         row = {"number": trial.number, "state": outcome(trial), **values}
         row |= {name: trial.user_attrs.get(name) for name in ATTRIBUTE_COLUMNS}
-        if trial.state == TrialState.FAIL and row["error"] is None:
-            row["error"] = LOST_DRIVER_ERROR
-        row["family"] = family_of(trial)
+        if trial.state == TrialState.FAIL and row[record.ERROR] is None:
+            row[record.ERROR] = LOST_DRIVER_ERROR
+        row[record.FAMILY] = family_of(trial)
         if row["state"] == "COMPLETE":
             row[measured.column] = trial.values[0]
         elif trial.intermediate_values:
@@ -100,20 +98,20 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     for name in ("number", "state", measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
         if name not in frame.columns:
             frame[name] = pd.Series(dtype=float if name == measured.column else object)
-    for name in (measured.column, FLOPS):  # another program's store may hold inf, NaN or no number: not a result
+    for name in (measured.column, record.FLOPS):  # another program's store may hold inf, NaN or no number: not a result
         values = pd.to_numeric(frame[name], errors="coerce").astype(float)
         frame[name] = values.where(np.isfinite(values))
     frame[SCORE] = measured.sign * frame[measured.column]
-    frame["baseline"] = frame["baseline"].fillna(False).astype(bool)
+    frame[record.BASELINE] = frame[record.BASELINE].fillna(False).astype(bool)
     knobs = [name for name in knobs if any(name in row for row in rows)]
     for name in knobs:  # knob values keep their types (4, not 4.0; "full"); absent knobs are None
         frame[name] = pd.Series([row.get(name) for row in rows], index=frame.index, dtype=object)
     frame.attrs[KNOBS_ATTRIBUTE] = knobs
     frame.attrs[QUALITY_ATTRIBUTE] = measured
-    task = study.user_attrs.get("task")
+    task = study.user_attrs.get(record.TASK)
     frame.attrs[TASK_ATTRIBUTE] = task.get("task") if isinstance(task, dict) else None
-    recorded = study.user_attrs.get("budget", {}).get("families")  # the study's families, the baseline's first
-    present = frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist() if rows else []
+    recorded = study.user_attrs.get(record.BUDGET, {}).get("families")  # the study's families, the baseline's first
+    present = frame.sort_values(record.BASELINE, ascending=False, kind="stable")[record.FAMILY].unique().tolist() if rows else []
     frame.attrs[FAMILIES_ATTRIBUTE] = list(recorded) if isinstance(recorded, dict) else present
     pinned = [values for values in recorded.values() if isinstance(values, dict)] if isinstance(recorded, dict) else []
     frame.attrs[FAMILY_KNOBS_ATTRIBUTE] = [name for name in knobs if any(name in values for values in pinned)] or ["attention"]
@@ -127,4 +125,4 @@ def compared_knobs(frame: pd.DataFrame) -> list[str]:
 
 def search_runs(frame: pd.DataFrame) -> pd.Series:
     """Rows of trials the search ran, not seed repeats (which come after it and select nothing)."""
-    return frame["repeat_of"].isna()
+    return frame[record.REPEAT_OF].isna()

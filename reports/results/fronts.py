@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from reports.results.frame import search_runs
-from reports.results.names import FLOPS, INFEASIBLE, SCORE
+from reports.results.names import INFEASIBLE, SCORE
+from storage import record
 
 
-def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
+def pareto_mask(frame: pd.DataFrame, x: str = record.FLOPS) -> pd.Series:
     """Complete trials that no other complete trial beats on score and cost ``x`` together."""
     complete = frame[(frame["state"] == "COMPLETE") & frame[SCORE].notna() & frame[x].notna()]
     cost = complete[x].astype(float)
@@ -23,13 +24,13 @@ def pareto_mask(frame: pd.DataFrame, x: str = FLOPS) -> pd.Series:
 
 def family_order(frame: pd.DataFrame) -> list[str]:
     """The frame's family labels, the baseline's first, then in the order their trials came."""
-    return frame.sort_values("baseline", ascending=False, kind="stable")["family"].unique().tolist()
+    return frame.sort_values(record.BASELINE, ascending=False, kind="stable")[record.FAMILY].unique().tolist()
 
 
 def family_fronts(frame: pd.DataFrame) -> pd.Series:
     """Complete trials on their own family's Pareto front (score against FLOPs)."""
     mask = pd.Series(False, index=frame.index)
-    for _, rows in frame.groupby("family", sort=False):
+    for _, rows in frame.groupby(record.FAMILY, sort=False):
         mask |= pareto_mask(rows).reindex(frame.index, fill_value=False)
     return mask
 
@@ -43,17 +44,19 @@ def family_budgets(frame: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for family in family_order(frame):
-        group = frame[frame["family"] == family]
+        group = frame[frame[record.FAMILY] == family]
         first = group[search_runs(group)]
         rows.append(
             {
-                "family": family,
+                record.FAMILY: family,
                 "trials": len(first),
                 "complete": int((first["state"] == "COMPLETE").sum()),
                 "stopped early": int((first["state"] == "PRUNED").sum()),
                 "failed or infeasible": int(first["state"].isin(["FAIL", INFEASIBLE]).sum()),
                 "seed repeats": len(group) - len(first),
-                "device-hours": round(float(pd.to_numeric(group["wall_seconds"], errors="coerce").fillna(0).sum()) / 3600, 3),
+                "device-hours": round(
+                    float(pd.to_numeric(group[record.WALL_SECONDS], errors="coerce").fillna(0).sum()) / 3600, 3
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -66,4 +69,4 @@ def best(rows: pd.DataFrame, score: str = SCORE) -> pd.Series:
     One rule for every "best" (which configurations seed repeats measure, which ones the
     verdict compares: ``matching.pairings``), so that they always agree.
     """
-    return rows.sort_values([score, FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]
+    return rows.sort_values([score, record.FLOPS, "number"], ascending=[False, True, True], kind="stable").iloc[0]

@@ -26,7 +26,8 @@ import pandas as pd
 
 from reports.results.frame import search_runs
 from reports.results.fronts import best
-from reports.results.names import FLOPS, POINT_ATTRIBUTE, SCORE
+from reports.results.names import SCORE
+from storage import record
 
 COST_BAND = 1.15
 
@@ -65,13 +66,13 @@ class Pairing:
 
 
 def _scored(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows[SCORE].notna() & rows[FLOPS].notna()]
+    return rows[rows[SCORE].notna() & rows[record.FLOPS].notna()]
 
 
 def _baseline_at(baselines: pd.DataFrame, flops: float) -> tuple[pd.Series, bool]:
     """The baseline's run to compare with a configuration of ``flops``: its best within the band (complete
     runs first, then runs stopped early, by their last value), else the nearest in cost, not matched."""
-    ratios = flops / baselines[FLOPS].astype(float)
+    ratios = flops / baselines[record.FLOPS].astype(float)
     near = baselines[ratios.map(matched)]
     if not near.empty:
         complete = near[near["state"] == "COMPLETE"]
@@ -98,7 +99,7 @@ def _why_none(rows: pd.DataFrame, label: str) -> str:
 def best_baseline(frame: pd.DataFrame) -> int | None:
     """The trial number of the best complete baseline search run (the reference every family is first compared at)."""
     search = frame[search_runs(frame)] if not frame.empty else frame
-    complete = _scored(search[search["baseline"] & (search["state"] == "COMPLETE")]) if not search.empty else search
+    complete = _scored(search[search[record.BASELINE] & (search["state"] == "COMPLETE")]) if not search.empty else search
     return None if complete.empty else int(best(complete)["number"])
 
 
@@ -113,12 +114,12 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
         One ``Pairing`` per family other than the baseline, then one per named point, in that order.
     """
     search = frame[search_runs(frame)] if not frame.empty else frame
-    baselines = _scored(search[search["baseline"]]) if not search.empty else search
+    baselines = _scored(search[search[record.BASELINE]]) if not search.empty else search
     complete_baselines = baselines[baselines["state"] == "COMPLETE"] if not baselines.empty else baselines
-    baseline_labels = set(frame.loc[frame["baseline"], "family"]) if not frame.empty else set(families[:1])
+    baseline_labels = set(frame.loc[frame[record.BASELINE], record.FAMILY]) if not frame.empty else set(families[:1])
     others = [family for family in families if family not in baseline_labels]
     if complete_baselines.empty:
-        rows = search[search["baseline"]] if not search.empty else search
+        rows = search[search[record.BASELINE]] if not search.empty else search
         label = next(iter(baseline_labels), "the baseline")
         why = (
             f"the baseline, {label}, has no result: {_why_none(rows, label)}"
@@ -129,26 +130,26 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
     reference = best(complete_baselines)
     result = []
     for family in others:
-        rows = search[search["family"] == family]
+        rows = search[search[record.FAMILY] == family]
         complete = _scored(rows[rows["state"] == "COMPLETE"])
         if complete.empty:
             result.append(Pairing(family, None, None, why_none=_why_none(rows, family)))
             continue
-        at_reference = complete[(complete[FLOPS].astype(float) / float(reference[FLOPS])).map(matched)]
+        at_reference = complete[(complete[record.FLOPS].astype(float) / float(reference[record.FLOPS])).map(matched)]
         if not at_reference.empty:
             result.append(Pairing(family, int(best(at_reference)["number"]), int(reference["number"]), True, True))
             continue
         chosen = best(complete)
-        baseline, is_matched = _baseline_at(baselines, float(chosen[FLOPS]))
+        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]))
         result.append(Pairing(family, int(chosen["number"]), int(baseline["number"]), False, is_matched))
-    points = search[search[POINT_ATTRIBUTE].notna()] if POINT_ATTRIBUTE in search else search.iloc[0:0]
-    for label, rows in points.groupby(POINT_ATTRIBUTE, sort=False):
+    points = search[search[record.POINT].notna()] if record.POINT in search else search.iloc[0:0]
+    for label, rows in points.groupby(record.POINT, sort=False):
         complete = _scored(rows[rows["state"] == "COMPLETE"])
         if complete.empty:
             result.append(Pairing(str(label), None, None, why_none=_why_none(rows, str(label)), point=True))
             continue
         chosen = best(complete)
-        baseline, is_matched = _baseline_at(baselines, float(chosen[FLOPS]))
+        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]))
         same = int(baseline["number"]) == int(reference["number"])
         result.append(Pairing(str(label), int(chosen["number"]), int(baseline["number"]), same, is_matched, point=True))
     return result
@@ -162,14 +163,16 @@ def front_relation(frame: pd.DataFrame, family: str, baseline: str) -> str:
         A clause such as ``DAMCHA (cross)'s front lies below MHA's over 1.2e+06–2.5e+06 FLOPs``.
     """
     search = frame[search_runs(frame) & (frame["state"] == "COMPLETE")] if not frame.empty else frame
-    ours, theirs = (_scored(search[search["family"] == name]) for name in (family, baseline))
+    ours, theirs = (_scored(search[search[record.FAMILY] == name]) for name in (family, baseline))
     if ours.empty or theirs.empty:
         return ""
-    low = max(float(ours[FLOPS].min()), float(theirs[FLOPS].min()))
-    high = min(float(ours[FLOPS].max()), float(theirs[FLOPS].max()))
+    low = max(float(ours[record.FLOPS].min()), float(theirs[record.FLOPS].min()))
+    high = min(float(ours[record.FLOPS].max()), float(theirs[record.FLOPS].max()))
     if low > high:
         return f"their searches cover no common FLOPs range ({family} {_span(ours)}, {baseline} {_span(theirs)})"
-    points = sorted({x for x in pd.concat([ours[FLOPS], theirs[FLOPS]]).astype(float) if low <= x <= high} | {low, high})
+    points = sorted(
+        {x for x in pd.concat([ours[record.FLOPS], theirs[record.FLOPS]]).astype(float) if low <= x <= high} | {low, high}
+    )
     gaps = [_front_at(ours, x) - _front_at(theirs, x) for x in points]
     # A range of one point is said as the point (both searches' configurations there cost the same).
     where = (
@@ -189,10 +192,10 @@ def front_relation(frame: pd.DataFrame, family: str, baseline: str) -> str:
 
 def _front_at(rows: pd.DataFrame, flops: float) -> float:
     """The best score of runs costing at most ``flops`` (a Pareto front as a step function)."""
-    within = rows[rows[FLOPS].astype(float) <= flops]
+    within = rows[rows[record.FLOPS].astype(float) <= flops]
     return float(within[SCORE].max()) if not within.empty else -math.inf
 
 
 def _span(rows: pd.DataFrame) -> str:
-    low, high = f"{float(rows[FLOPS].min()):.3g}", f"{float(rows[FLOPS].max()):.3g}"
+    low, high = f"{float(rows[record.FLOPS].min()):.3g}", f"{float(rows[record.FLOPS].max()):.3g}"
     return low if low == high else f"{low}–{high}"

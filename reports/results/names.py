@@ -1,46 +1,43 @@
-"""The names results are read by: trial attributes this product writes, the trial frame's columns and keys."""
+"""The names results are read by: the trial frame's columns and keys (the store's attribute names are ``storage.record``'s)."""
 
 from __future__ import annotations
 
 from optuna.trial import TrialState
 
-ACCURACY, TEST_ACCURACY, FLOPS = "val_accuracy", "test_accuracy", "flops_per_example"
+from storage import record
+
 SCORE = "score"  # frame column: the study's first objective, signed so that larger is better
-INFEASIBLE_ATTRIBUTE = "infeasible"  # user attribute: why the trial's configuration cannot train
-POINT_ATTRIBUTE = "point"  # user attribute: the named point a trial trains (``studies.catalogue.schema.NamedPoint``)
-POINT_VALUES_ATTRIBUTE = "point_values"  # user attribute: that point's knob values, which are no Optuna params
-SEED_INDEX_ATTRIBUTE = "seed_index"  # user attribute: which run of its configuration an exhaustive preset's trial is
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (
-    "family",
-    "baseline",
-    "seed",
-    "parameters",
-    "attention_parameters",
-    FLOPS,
-    "examples_per_s",
-    "tokens_per_s",
-    "peak_memory_bytes",
-    "wall_seconds",
-    "device",
-    "reached_step",
-    "val_count",
-    "val_loss",
-    "val_perplexity",
-    TEST_ACCURACY,
-    "test_count",
-    "test_loss",
-    "test_bits_per_byte",
-    "pruned_at_step",
-    "error",
-    INFEASIBLE_ATTRIBUTE,
-    "diverged_at_step",
-    "ray_trial_id",
-    "repeat_of",
-    "repeat_index",
-    POINT_ATTRIBUTE,
-    SEED_INDEX_ATTRIBUTE,
+    record.FAMILY,
+    record.BASELINE,
+    record.SEED,
+    record.PARAMETERS,
+    record.ATTENTION_PARAMETERS,
+    record.FLOPS,
+    record.EXAMPLES_PER_S,
+    record.TOKENS_PER_S,
+    record.PEAK_MEMORY_BYTES,
+    record.WALL_SECONDS,
+    record.DEVICE,
+    record.REACHED_STEP,
+    record.VAL_COUNT,
+    record.VAL_LOSS,
+    record.VAL_PERPLEXITY,
+    record.TEST_ACCURACY,
+    record.TEST_COUNT,
+    record.TEST_LOSS,
+    record.TEST_BITS_PER_BYTE,
+    record.PRUNED_AT_STEP,
+    record.ERROR,
+    record.INFEASIBLE,
+    record.DIVERGED_AT_STEP,
+    record.RAY_TRIAL_ID,
+    record.REPEAT_OF,
+    record.REPEAT_INDEX,
+    record.POINT,
+    record.SEED_INDEX,
 )
 
 
@@ -51,5 +48,4 @@ KNOBS_ATTRIBUTE = "knobs"  # ``frame.attrs`` key: the knob columns, in the study
 QUALITY_ATTRIBUTE = "quality"  # ``frame.attrs`` key: the ``Quality`` its values measure
 FAMILIES_ATTRIBUTE = "families"  # ``frame.attrs`` key: the study's family labels, the baseline's first
 FAMILY_KNOBS_ATTRIBUTE = "family_knobs"  # ``frame.attrs`` key: the knobs the families set (attention, metric_mode)
-RELIABILITY_ATTRIBUTE = "reliability"  # study user attribute: how often the preset's answer reaches its truth's, in a sentence
 TASK_ATTRIBUTE = "task"  # ``frame.attrs`` key: the task's name (the study's ``task`` attribute), where recorded

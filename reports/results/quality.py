@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 
-from reports.results.names import ACCURACY, QUALITY_ATTRIBUTE, TEST_ACCURACY
+from reports.results.names import QUALITY_ATTRIBUTE
+from storage import record
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,14 @@ QUALITIES = {
     quality.column: quality
     for quality in (
         Quality(
-            ACCURACY,
+            record.ACCURACY,
             True,
             "validation accuracy",
             "acc",
             "accuracy points",
             percent=True,
             decimals=1,
-            test_column=TEST_ACCURACY,
+            test_column=record.TEST_ACCURACY,
             bounds=(0.0, 1.0),
             margin=0.01,
             margin_reason=(
@@ -98,7 +99,7 @@ QUALITIES = {
             "validation bits per byte",
             "bpb",
             "bits per byte",
-            test_column="test_bits_per_byte",
+            test_column=record.TEST_BITS_PER_BYTE,
             margin=0.01,
             margin_reason=(
                 "0.01 bits per byte: under 0.5% of the 2.9 to 3.5 bits per byte the quick models reach (docs/results.md)"
@@ -116,7 +117,7 @@ def quality_of(study: optuna.Study) -> Quality:
     """
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     if study.metric_names is None:
-        return QUALITIES[ACCURACY] if maximize else Quality("value", False, "objective value", "value", "")
+        return QUALITIES[record.ACCURACY] if maximize else Quality("value", False, "objective value", "value", "")
     return quality_named(study.metric_names[0], maximize)
 
 
@@ -128,4 +129,4 @@ def quality_named(metric: str, maximize: bool) -> Quality:
 
 def quality(frame: pd.DataFrame) -> Quality:
     """The ``Quality`` a trial frame's values measure (accuracy for a frame not from ``trials_frame``)."""
-    return frame.attrs.get(QUALITY_ATTRIBUTE, QUALITIES[ACCURACY])
+    return frame.attrs.get(QUALITY_ATTRIBUTE, QUALITIES[record.ACCURACY])

@@ -23,11 +23,10 @@ import pandas as pd
 from reports.results.configurations import configuration_keys, configurations
 from reports.results.frame import knob_columns
 from reports.results.matching import COST_BAND, Pairing, front_relation, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE, FLOPS, TASK_ATTRIBUTE
+from reports.results.names import FAMILIES_ATTRIBUTE, TASK_ATTRIBUTE
 from reports.results.quality import Quality, quality
 from reports.results.statistics import LEVEL, Test, equivalence_p, holm, paired_test, seeds_to_decide, welch_test
-
-VERDICT_ATTRIBUTE = "verdict"  # the study's user attribute holding ``verdict(...).sentence`` after a run
+from storage import record
 
 
 @dataclass(frozen=True)
@@ -116,9 +115,9 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
         configs: ``configurations(frame, knob_columns(frame))``.
     """
     families = frame.attrs.get(FAMILIES_ATTRIBUTE) or []
-    if frame.empty or not frame["baseline"].any():
+    if frame.empty or not frame[record.BASELINE].any():
         return Headline("No baseline configuration completed, so there is no comparison yet.")
-    baseline_family = str(frame.loc[frame["baseline"], "family"].iloc[0])
+    baseline_family = str(frame.loc[frame[record.BASELINE], record.FAMILY].iloc[0])
     by_number = _configuration_of_trials(frame, configs)
     chosen = pairings(frame, families)
     compared = [(pairing, by_number.get(pairing.candidate), by_number.get(pairing.baseline)) for pairing in chosen]
@@ -169,11 +168,11 @@ def duplicates(one: Comparison, other: Comparison) -> bool:
 def _data_sentence(frame: pd.DataFrame, comparisons: list[Comparison]) -> str:
     """What the figures were judged on: the task's held-out split and its size a seed (for a percentage,
     what one prediction is worth), so a reader can weigh a difference against it."""
-    if "test_count" not in frame.columns or "repeat_index" not in frame.columns:  # a frame made elsewhere: unknown
+    if record.TEST_COUNT not in frame.columns or record.REPEAT_INDEX not in frame.columns:  # a frame made elsewhere: unknown
         return ""
     numbers = {n for c in comparisons for row in (c.candidate, c.baseline) for n in row["numbers"]}
-    judged = frame["number"].isin(numbers) & frame["repeat_index"].notna()
-    counts = pd.to_numeric(frame.loc[judged, "test_count"], errors="coerce")
+    judged = frame["number"].isin(numbers) & frame[record.REPEAT_INDEX].notna()
+    counts = pd.to_numeric(frame.loc[judged, record.TEST_COUNT], errors="coerce")
     if counts.dropna().empty:
         return ""
     count = int(counts.median())
@@ -246,7 +245,7 @@ def _name(pairing: Pairing) -> str:
 def _sentence(comparison: Comparison, baseline_family: str) -> str:
     """One comparison in words: what was compared at which cost, lead or lag, the values, the test."""
     pairing, measured = comparison.pairing, comparison.quality
-    ratio = float(comparison.candidate[FLOPS]) / float(comparison.baseline[FLOPS])
+    ratio = float(comparison.candidate[record.FLOPS]) / float(comparison.baseline[record.FLOPS])
     band = f"±{round(100 * (COST_BAND - 1))}%"
     if pairing.point:
         what = (

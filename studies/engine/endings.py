@@ -9,36 +9,34 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from reports.results.names import INFEASIBLE, POINT_ATTRIBUTE
+from reports.results.names import INFEASIBLE
+from storage import record
 from studies.catalogue.tasks import Objective
 from studies.engine.failures import failure_of
 from studies.engine.sampler import tell_infeasible
 
-ENDING_ATTRIBUTE = "ending"  # user attribute: how a trial ended, stored at once; Optuna is told when it falls into a view
-
-
 # What a trial's last report holds besides its value, recorded as the trial's user attributes.
 COST_ATTRIBUTES = (
-    "parameters",
-    "attention_parameters",
-    "flops_per_example",
-    "examples_per_s",
-    "tokens_per_s",
-    "flops_per_s",
-    "model_flops_utilisation",
-    "compile_seconds",
-    "peak_memory_bytes",
-    "wall_seconds",
-    "device",
-    "train_loss",
-    "val_count",
-    "val_loss",
-    "val_perplexity",
-    "test_accuracy",
-    "test_count",
-    "test_loss",
-    "test_bits_per_byte",
-    "test_perplexity",
+    record.PARAMETERS,
+    record.ATTENTION_PARAMETERS,
+    record.FLOPS,
+    record.EXAMPLES_PER_S,
+    record.TOKENS_PER_S,
+    record.FLOPS_PER_S,
+    record.MODEL_FLOPS_UTILISATION,
+    record.COMPILE_SECONDS,
+    record.PEAK_MEMORY_BYTES,
+    record.WALL_SECONDS,
+    record.DEVICE,
+    record.TRAIN_LOSS,
+    record.VAL_COUNT,
+    record.VAL_LOSS,
+    record.VAL_PERPLEXITY,
+    record.TEST_ACCURACY,
+    record.TEST_COUNT,
+    record.TEST_LOSS,
+    record.TEST_BITS_PER_BYTE,
+    record.TEST_PERPLEXITY,
 )
 
 
@@ -66,14 +64,14 @@ class Ending:
         return {
             "state": self.state.name,
             "values": None if self.values is None else list(self.values),
-            "infeasible": self.infeasible,
+            record.INFEASIBLE: self.infeasible,
         }
 
     @classmethod
     def of(cls, attribute: Mapping[str, Any]) -> Ending:
         """The ending an ``ending`` attribute records."""
         values = attribute.get("values")
-        return cls(TrialState[attribute["state"]], None if values is None else tuple(values), attribute.get("infeasible"))
+        return cls(TrialState[attribute["state"]], None if values is None else tuple(values), attribute.get(record.INFEASIBLE))
 
     def tell(self, study: optuna.Study, trial: optuna.Trial) -> None:
         """Tell Optuna how ``trial``, a running trial of ``study``, ended."""
@@ -127,14 +125,14 @@ class FinishedTrial:
         test_value = last.get(metric.replace("val_", "test_", 1))  # val_accuracy -> test_accuracy
         return cls(
             number,
-            str(attributes.get("family", "")),
+            str(attributes.get(record.FAMILY, "")),
             dict(knobs),
             ending,
             None if value is None else float(value),
             int(last["step"]) if "step" in last else None,
-            float(last["wall_seconds"]) if "wall_seconds" in last else None,
-            attributes.get("repeat_of"),
-            attributes.get(POINT_ATTRIBUTE),
+            float(last[record.WALL_SECONDS]) if record.WALL_SECONDS in last else None,
+            attributes.get(record.REPEAT_OF),
+            attributes.get(record.POINT),
             None if test_value is None else float(test_value),
         )
 
@@ -168,16 +166,16 @@ def outcome_of(
     """
     attributes: dict[str, Any] = {name: last[name] for name in COST_ATTRIBUTES if name in last}
     if "step" in last:
-        attributes["reached_step"] = int(last["step"])
+        attributes[record.REACHED_STEP] = int(last["step"])
     if error is not None:
         failure = failure_of(exception)
         first, newline, rest = error.partition("\n")
-        attributes["error"] = f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error
+        attributes[record.ERROR] = f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error
         if failure.diverged_at_step is not None:
-            attributes["diverged_at_step"] = failure.diverged_at_step
+            attributes[record.DIVERGED_AT_STEP] = failure.diverged_at_step
         return Outcome(Ending(TrialState.FAIL, infeasible=failure.infeasible), attributes, failure.retry)
     if last.get("final"):
         return Outcome(Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in objectives)), attributes)
     if "step" in last:
-        return Outcome(Ending(TrialState.PRUNED), attributes | {"pruned_at_step": int(last["step"])})
-    return Outcome(Ending(TrialState.FAIL), attributes | {"error": "stopped before its first report"})
+        return Outcome(Ending(TrialState.PRUNED), attributes | {record.PRUNED_AT_STEP: int(last["step"])})
+    return Outcome(Ending(TrialState.FAIL), attributes | {record.ERROR: "stopped before its first report"})

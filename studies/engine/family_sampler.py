@@ -27,8 +27,8 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from reports.results.matching import matched
-from reports.results.names import POINT_ATTRIBUTE
 from search_space.space import SearchSpace, Value
+from storage import record
 from studies.catalogue.schema import Study
 from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
 from studies.engine.views import in_family_view
@@ -46,7 +46,7 @@ def family_configurations(definition: Study, space: SearchSpace) -> dict[str, li
 
 
 def _family(trial: FrozenTrial) -> str | None:
-    return trial.user_attrs.get("family")
+    return trial.user_attrs.get(record.FAMILY)
 
 
 class FamilySampler(optuna.samplers.BaseSampler):
@@ -98,7 +98,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
         taken = [
             other.params
             for other in trials_while_sampling(study)
-            if other.number < trial.number and _family(other) == _family(trial) and POINT_ATTRIBUTE not in other.user_attrs
+            if other.number < trial.number and _family(other) == _family(trial) and record.POINT not in other.user_attrs
         ]
         open_ = [
             config
@@ -115,14 +115,14 @@ class FamilySampler(optuna.samplers.BaseSampler):
     def _band_reference(self, study: optuna.Study, trial: FrozenTrial) -> float | None:
         """The FLOPs of the best complete baseline search trial told before ``trial``, when ``trial`` is searched
         within its band (``cost`` given, another family than the baseline, not a named point); else None."""
-        if self._cost is None or _family(trial) == self._baseline or POINT_ATTRIBUTE in trial.user_attrs:
+        if self._cost is None or _family(trial) == self._baseline or record.POINT in trial.user_attrs:
             return None
         baselines = [
             other
             for other in trials_while_sampling(study)  # the sampling cache: ``family_view`` would read the store again
             if other.state == TrialState.COMPLETE
             and in_family_view(other, self._baseline, trial.number)
-            and POINT_ATTRIBUTE not in other.user_attrs
+            and record.POINT not in other.user_attrs
         ]
         if not baselines:
             return None

@@ -27,23 +27,13 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from reports.results.names import (
-    INFEASIBLE,
-    POINT_ATTRIBUTE,
-    POINT_VALUES_ATTRIBUTE,
-)
+from reports.results.names import INFEASIBLE
 from search_space.space import SearchSpace, SearchSpaceError, Value
+from storage import record
 from studies.catalogue.schema import Preset, Study
 from studies.engine.endings import Ending, FinishedTrial
 from studies.engine.next_trial import FORBIDDEN, next_planned, next_table_entry
-from studies.engine.queue import (
-    DRIVER_ATTRIBUTE,
-    driver_identity,
-    enqueue,
-    queued,
-    trial_id,
-    trials_counted,
-)
+from studies.engine.queue import driver_identity, enqueue, queued, trial_id, trials_counted
 from studies.engine.recovery import Recovery
 from studies.engine.reporting import Reporting
 from studies.engine.sampler import tell_infeasible
@@ -148,7 +138,7 @@ class Ledger(Reporting, Recovery):
                 self._tell_all_if_finished()
                 return None
             number = waiting[0].number if waiting else len(self.study.get_trials(deepcopy=False))
-            decides = not self.grid and not (waiting and "repeat_of" in waiting[0].user_attrs)  # the sampler's trials
+            decides = not self.grid and not (waiting and record.REPEAT_OF in waiting[0].user_attrs)  # the sampler's trials
             if decides and not self._settled_before(number - self.lag):
                 self._waiting_since = self._waiting_since or time.monotonic()
                 return None  # Ray Tune asks again; a trial of the view is still running
@@ -159,13 +149,13 @@ class Ledger(Reporting, Recovery):
             for _ in range(MAX_RESAMPLES):
                 trial, sampled = self._sample()
                 try:
-                    point_values = trial.user_attrs.get(POINT_VALUES_ATTRIBUTE)
+                    point_values = trial.user_attrs.get(record.POINT_VALUES)
                     # what this trial sets; the space fills in the rest
                     chosen = sampled | unsearched_where_active(self.space, self.preset, self.fix, trial.params)
                     knobs = self.space.resolve(chosen, beyond_domains=point_values)
                 except SearchSpaceError as error:  # a forbidden combination: not a training trial; the sampler learns
                     del self.open[trial.number]
-                    trial.set_user_attr("error", f"rejected before training: {error}")
+                    trial.set_user_attr(record.ERROR, f"rejected before training: {error}")
                     tell_infeasible(self.study, trial, FORBIDDEN)
                     continue
                 return self._start(trial, knobs, self.preset.training(chosen | (point_values or {})), ray_trial_id)
@@ -188,11 +178,11 @@ class Ledger(Reporting, Recovery):
         self.open[trial.number] = trial  # at once: a Ctrl-C from here on fails it (``interrupt``), never leaves it RUNNING
         # What recovery judges a trial by, from its first write after the ask: its driver, and that driver's
         # heartbeat (a driver killed from here on leaves a trial other drivers fail: ``queue.fail_abandoned``).
-        trial.set_user_attr(DRIVER_ATTRIBUTE, driver_identity())
+        trial.set_user_attr(record.DRIVER, driver_identity())
         self.trial_ids[trial.number] = trial_id(self.storage, self.study, trial.number)  # looked up once, not per report
         self.storage.record_heartbeat(self.trial_ids[trial.number])
         self.view_ends[trial.number] = trial.number - self.lag
-        return trial, self.space.suggest(trial, given=trial.user_attrs.get(POINT_VALUES_ATTRIBUTE))
+        return trial, self.space.suggest(trial, given=trial.user_attrs.get(record.POINT_VALUES))
 
     def _settled_before(self, limit: int) -> bool:
         """Tell Optuna the endings of this driver's trials numbered below ``limit``, in order; True when
@@ -219,9 +209,9 @@ class Ledger(Reporting, Recovery):
         if number in self.given_up:  # another driver ended it: its training is of no use
             return True
         trial = self.open.get(number)
-        if trial is None or self.grid or "repeat_of" in trial.user_attrs or POINT_ATTRIBUTE in trial.user_attrs:
+        if trial is None or self.grid or record.REPEAT_OF in trial.user_attrs or record.POINT in trial.user_attrs:
             return False
-        return self.stopping.stops(self.study, number, trial.user_attrs.get("family"), self.view_ends[number], step, value)
+        return self.stopping.stops(self.study, number, trial.user_attrs.get(record.FAMILY), self.view_ends[number], step, value)
 
     def _start(self, trial: optuna.Trial, knobs: dict[str, Value], training: TrainConfig, ray_trial_id: str) -> dict[str, Any]:
         """Record the trial's configuration and return what its worker needs.
@@ -237,16 +227,16 @@ class Ledger(Reporting, Recovery):
         if (flops := forward_flops(self.preset, knobs)) is not None:  # ``stops``, by dominance
             self.stopping.flops[trial.number] = flops
         attributes = self.run_attributes | {
-            "seed": train["seed"],
-            "ray_trial_id": ray_trial_id,
-            "model_config": model,
-            "train_config": train,
+            record.SEED: train["seed"],
+            record.RAY_TRIAL_ID: ray_trial_id,
+            record.MODEL_CONFIG: model,
+            record.TRAIN_CONFIG: train,
         }
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
         return {
             "number": trial.number,
-            "repeat": "repeat_of" in trial.user_attrs,  # trains to its last step (``Ledger.stops``)
+            "repeat": record.REPEAT_OF in trial.user_attrs,  # trains to its last step (``Ledger.stops``)
             "model": model,
             "train": train,
             "task": self.preset.task,

@@ -11,8 +11,8 @@ import optuna
 from optuna.trial import TrialState
 
 from reports.results.frame import configuration_key
-from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import SearchSpaceError
+from storage import record
 from studies.catalogue.schema import Family, GridEntry, NamedPoint, Study
 from studies.engine.queue import COUNTED_STATES, MAX_RETRIES, PlannedTrial
 
@@ -24,9 +24,9 @@ def next_table_entry(study: optuna.Study, grid: Sequence[GridEntry], searched: t
     or None. A trial counts for its entry unless it failed with a retry to come."""
     trained: Counter = Counter()
     for trial in study.get_trials(deepcopy=False):
-        index = trial.user_attrs.get(SEED_INDEX_ATTRIBUTE)
-        if index is not None and (trial.state != TrialState.FAIL or int(trial.user_attrs.get("attempt", 0)) >= MAX_RETRIES):
-            trained[(trial.user_attrs.get(POINT_ATTRIBUTE), configuration_key(trial.params), index)] += 1
+        index = trial.user_attrs.get(record.SEED_INDEX)
+        if index is not None and (trial.state != TrialState.FAIL or int(trial.user_attrs.get(record.ATTEMPT, 0)) >= MAX_RETRIES):
+            trained[(trial.user_attrs.get(record.POINT), configuration_key(trial.params), index)] += 1
     for entry in grid:
         key = (entry.point and entry.point.label, configuration_key(entry.params(searched)), entry.seed_index)
         if trained[key]:
@@ -39,7 +39,7 @@ def next_table_entry(study: optuna.Study, grid: Sequence[GridEntry], searched: t
 def with_point_due(study: optuna.Study, points: Sequence[NamedPoint], planned: PlannedTrial) -> PlannedTrial:
     """``planned`` as its family's named point when no trial of the store has trained that point
     yet (a failed one's retry is queued with it); else as it is."""
-    asked = {trial.user_attrs.get(POINT_ATTRIBUTE) for trial in study.get_trials(deepcopy=False)}
+    asked = {trial.user_attrs.get(record.POINT) for trial in study.get_trials(deepcopy=False)}
     for point in points:
         if point.family == planned.family and point.label not in asked:
             return replace(planned, point=point.label, point_values=point.values)
@@ -55,9 +55,9 @@ def next_family(study: optuna.Study, families: Sequence[Family]) -> Family:
     """
     trials = study.get_trials(deepcopy=False, states=COUNTED_STATES)
     asked = Counter(
-        t.user_attrs.get("family")
+        t.user_attrs.get(record.FAMILY)
         for t in trials
-        if "repeat_of" not in t.user_attrs and t.user_attrs.get(INFEASIBLE_ATTRIBUTE) != FORBIDDEN
+        if record.REPEAT_OF not in t.user_attrs and t.user_attrs.get(record.INFEASIBLE) != FORBIDDEN
     )
     return min(families, key=lambda family: asked[family.label])
 

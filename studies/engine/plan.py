@@ -17,7 +17,7 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
-from storage import masked_url, open_storage, parse_storage_url, sqlite_path
+from storage import masked_url, open_storage, parse_storage_url, record, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
 from studies.engine.errors import StudyOptionError
 from studies.engine.options import CheckedRun, RunOptions, check_local_resources, check_options
@@ -149,8 +149,8 @@ def _stored(run: CheckedRun) -> Stored:
     counted, waiting = trials_counted(optuna_study), len(queued(optuna_study))
     walls: dict[str, list[float]] = {}
     for trial in optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if "wall_seconds" in trial.user_attrs and "family" in trial.user_attrs:
-            walls.setdefault(trial.user_attrs["family"], []).append(float(trial.user_attrs["wall_seconds"]))
+        if record.WALL_SECONDS in trial.user_attrs and record.FAMILY in trial.user_attrs:
+            walls.setdefault(trial.user_attrs[record.FAMILY], []).append(float(trial.user_attrs[record.WALL_SECONDS]))
     line = f"store: {shown}: resumes {run.study_name}: {counted} of {run.trials} search trials there, {waiting} queued"
     return Stored(line, waiting + max(run.trials - counted, 0), {f: statistics.median(w) for f, w in walls.items()})
 

@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ray.tune import Callback
 
 from reports.results.quality import quality_named
+from storage import record
 from studies.engine.endings import FinishedTrial
 from studies.engine.ledger import Ledger
 from studies.engine.repeats import fewest_repeats, repeats_due
@@ -129,7 +130,7 @@ def expected_repeat_seconds(ledger: Ledger) -> list[float] | None:
 
 def _full_length_seconds(trial: FrozenTrial, steps: int) -> float | None:
     """A search trial's wall time scaled to ``steps`` from the last step it reached (it may have stopped early)."""
-    wall, reached = trial.user_attrs.get("wall_seconds"), trial.user_attrs.get("reached_step")
+    wall, reached = trial.user_attrs.get(record.WALL_SECONDS), trial.user_attrs.get(record.REACHED_STEP)
     return float(wall) * steps / int(reached) if wall is not None and reached else None
 
 
@@ -141,7 +142,10 @@ def _repeat_seconds(ledger: Ledger) -> list[float]:
     steps = ledger.preset.train.steps
     seconds = []
     for trial in trials:
-        if trial.state not in (TrialState.WAITING, TrialState.RUNNING) or (original := trial.user_attrs.get("repeat_of")) is None:
+        if (
+            trial.state not in (TrialState.WAITING, TrialState.RUNNING)
+            or (original := trial.user_attrs.get(record.REPEAT_OF)) is None
+        ):
             continue
         if (full := _full_length_seconds(trials[original], steps)) is not None:
             seconds.append(full)

@@ -26,11 +26,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.names import INFEASIBLE_ATTRIBUTE, POINT_ATTRIBUTE, POINT_VALUES_ATTRIBUTE, SEED_INDEX_ATTRIBUTE
 from search_space.space import Value
-from studies.engine.endings import ENDING_ATTRIBUTE, Ending
+from storage import record
+from studies.engine.endings import Ending
 
-DRIVER_ATTRIBUTE = "driver"  # user attribute: ``host:pid`` of the driver that asked the trial, written right after the ask
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
 GRACE_PERIOD_S = 180  # a RUNNING trial without a heartbeat for this long belongs to a dead driver
 COUNTED_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)  # trials that use budget
@@ -70,16 +69,16 @@ class PlannedTrial:
     def attributes(self) -> dict[str, Any]:
         """The user attributes that record how the trial was planned."""
         named = {
-            "family": self.family,
-            "retry_of": self.retry_of,
-            "repeat_of": self.repeat_of,
-            "repeat_index": self.repeat_index,
-            "attempt": self.attempt or None,
-            POINT_ATTRIBUTE: self.point,
-            POINT_VALUES_ATTRIBUTE: None if self.point_values is None else dict(self.point_values),
-            SEED_INDEX_ATTRIBUTE: self.seed_index,
+            record.FAMILY: self.family,
+            record.RETRY_OF: self.retry_of,
+            record.REPEAT_OF: self.repeat_of,
+            record.REPEAT_INDEX: self.repeat_index,
+            record.ATTEMPT: self.attempt or None,
+            record.POINT: self.point,
+            record.POINT_VALUES: None if self.point_values is None else dict(self.point_values),
+            record.SEED_INDEX: self.seed_index,
         }
-        return {"baseline": self.baseline} | {name: value for name, value in named.items() if value is not None}
+        return {record.BASELINE: self.baseline} | {name: value for name, value in named.items() if value is not None}
 
     @classmethod
     def of(cls, trial: FrozenTrial | optuna.Trial) -> PlannedTrial:
@@ -87,15 +86,15 @@ class PlannedTrial:
         attributes = trial.user_attrs
         return cls(
             params=dict(trial.params),
-            family=attributes.get("family"),
-            baseline=bool(attributes.get("baseline")),
-            retry_of=attributes.get("retry_of"),
-            repeat_of=attributes.get("repeat_of"),
-            repeat_index=attributes.get("repeat_index"),
-            attempt=int(attributes.get("attempt", 0)),
-            point=attributes.get(POINT_ATTRIBUTE),
-            point_values=attributes.get(POINT_VALUES_ATTRIBUTE),
-            seed_index=attributes.get(SEED_INDEX_ATTRIBUTE),
+            family=attributes.get(record.FAMILY),
+            baseline=bool(attributes.get(record.BASELINE)),
+            retry_of=attributes.get(record.RETRY_OF),
+            repeat_of=attributes.get(record.REPEAT_OF),
+            repeat_index=attributes.get(record.REPEAT_INDEX),
+            attempt=int(attributes.get(record.ATTEMPT, 0)),
+            point=attributes.get(record.POINT),
+            point_values=attributes.get(record.POINT_VALUES),
+            seed_index=attributes.get(record.SEED_INDEX),
         )
 
 
@@ -115,7 +114,7 @@ def trials_counted(study: optuna.Study) -> int:
     Seed repeats and infeasible configurations use none of it.
     """
     trials = study.get_trials(deepcopy=False, states=COUNTED_STATES)
-    return sum("repeat_of" not in t.user_attrs and INFEASIBLE_ATTRIBUTE not in t.user_attrs for t in trials)
+    return sum(record.REPEAT_OF not in t.user_attrs and record.INFEASIBLE not in t.user_attrs for t in trials)
 
 
 def retry(study: optuna.Study, trial: FrozenTrial | optuna.Trial) -> bool:
@@ -181,11 +180,11 @@ def fail_abandoned(study: optuna.Study, storage: optuna.storages.BaseStorage) ->
     before = len(queued(study))
     now = datetime.datetime.now()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if driver_gone(trial.user_attrs.get(DRIVER_ATTRIBUTE)):
+        if driver_gone(trial.user_attrs.get(record.DRIVER)):
             _end_left_running(
                 study, storage, trial, "its driver's process has exited (killed or crashed); its configuration is retried"
             )
-        elif DRIVER_ATTRIBUTE not in trial.user_attrs and _seconds_since(trial.datetime_start, now) > GRACE_PERIOD_S:
+        elif record.DRIVER not in trial.user_attrs and _seconds_since(trial.datetime_start, now) > GRACE_PERIOD_S:
             # Asked, then its driver died before writing anything (its first write follows the ask): no heartbeat
             # ever makes it stale, so its age does, after the heartbeat's own grace period.
             why = f"its driver stopped right after asking it (no driver recorded in {GRACE_PERIOD_S} s); it is retried"
@@ -203,10 +202,10 @@ def _seconds_since(start: datetime.datetime | None, now: datetime.datetime) -> f
 
 def _end_left_running(study: optuna.Study, storage: optuna.storages.BaseStorage, trial: FrozenTrial, error: str) -> None:
     """A trial whose driver is gone: told the ending it stored, else failed and retried."""
-    if ENDING_ATTRIBUTE in trial.user_attrs:  # it ended; its driver stopped before telling Optuna
-        Ending.of(trial.user_attrs[ENDING_ATTRIBUTE]).tell(study, optuna.Trial(study, trial_id(storage, study, trial.number)))
+    if record.ENDING in trial.user_attrs:  # it ended; its driver stopped before telling Optuna
+        Ending.of(trial.user_attrs[record.ENDING]).tell(study, optuna.Trial(study, trial_id(storage, study, trial.number)))
         return
-    storage.set_trial_user_attr(trial_id(storage, study, trial.number), "error", error)
+    storage.set_trial_user_attr(trial_id(storage, study, trial.number), record.ERROR, error)
     study.tell(trial.number, state=TrialState.FAIL)
     retry(study, trial)
 

@@ -8,11 +8,10 @@ from typing import TextIO
 
 import optuna
 
-from reports.results.names import RELIABILITY_ATTRIBUTE
-from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from storage import (
     masked_url,
     open_storage,
+    record,
 )
 from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRESET, Study
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
@@ -89,15 +88,15 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
     preset = run.preset
     # The doc's example command is the catalogue's; the report shows the run's own (``command``).
     question = "\n".join(line for line in study.doc.strip().splitlines() if not line.strip().startswith("python -m "))
-    optuna_study.set_user_attr("question", question.strip())
-    optuna_study.set_user_attr("command", options.command or options.command_line(study.name))
-    optuna_study.set_user_attr("preset", f"{preset.name}: {preset.description}")
-    optuna_study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, preset.name == study.default_preset)  # short names read it
-    optuna_study.set_user_attr("task", preset.task.describe())
+    optuna_study.set_user_attr(record.QUESTION, question.strip())
+    optuna_study.set_user_attr(record.COMMAND, options.command or options.command_line(study.name))
+    optuna_study.set_user_attr(record.PRESET, f"{preset.name}: {preset.description}")
+    optuna_study.set_user_attr(record.DEFAULT_PRESET, preset.name == study.default_preset)  # short names read it
+    optuna_study.set_user_attr(record.TASK, preset.task.describe())
     families = {family.label: dict(family.values) for family in study.families}
     searched, stops = not preset.exhaustive_seeds, (preset.grace_steps, preset.train.steps)
     optuna_study.set_user_attr(
-        "budget",
+        record.BUDGET,
         {
             "trials": run.trials,
             "families": families,
@@ -115,6 +114,8 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
             ),
         },
     )
-    optuna_study.set_user_attr("search_space", {name: run.space.knobs[name].domain.describe() for name in run.space.searched})
-    optuna_study.set_user_attr(RELIABILITY_ATTRIBUTE, reliability_line(run))
-    optuna_study.set_user_attr("objectives", {objective.metric: objective.direction for objective in study.objectives})
+    optuna_study.set_user_attr(
+        record.SEARCH_SPACE, {name: run.space.knobs[name].domain.describe() for name in run.space.searched}
+    )
+    optuna_study.set_user_attr(record.RELIABILITY, reliability_line(run))
+    optuna_study.set_user_attr(record.OBJECTIVES, {objective.metric: objective.direction for objective in study.objectives})

@@ -16,10 +16,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from storage import record
 from studies.engine.endings import Ending
 from studies.engine.queue import PlannedTrial, fail_abandoned, queued, retry, trial_id
-
-INTERRUPTED_ATTRIBUTE = "interrupted"  # a FAIL trial that a Ctrl-C stopped; its retry is queued
 
 
 class Recovery:
@@ -61,8 +60,8 @@ class Recovery:
             trial = self.open.pop(number)
             if self._stored_state(number).is_finished():
                 continue
-            trial.set_user_attr("error", f"interrupted ({cause}) before it finished; the next run retries its configuration")
-            trial.set_user_attr(INTERRUPTED_ATTRIBUTE, True)
+            trial.set_user_attr(record.ERROR, f"interrupted ({cause}) before it finished; the next run retries its configuration")
+            trial.set_user_attr(record.INTERRUPTED, True)
             self.study.tell(trial, state=TrialState.FAIL)
             if number not in retried:
                 retry(self.study, trial)

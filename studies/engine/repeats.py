@@ -22,6 +22,7 @@ from reports.results.frame import configuration, configuration_key, trials_frame
 from reports.results.matching import best_baseline, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE
 from reports.results.verdict import verdict
+from storage import record
 from studies.catalogue.schema import Study
 from studies.engine.queue import PlannedTrial, enqueue
 
@@ -72,9 +73,9 @@ def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fal
     by_number = {t.number: t for t in stored}
     has: dict[str, set[int]] = {}  # configuration -> its repeat indices, finished, running or queued
     for trial in stored:
-        if "repeat_index" in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
-            original = by_number[trial.user_attrs["repeat_of"]]
-            has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs["repeat_index"])
+        if record.REPEAT_INDEX in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
+            original = by_number[trial.user_attrs[record.REPEAT_OF]]
+            has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs[record.REPEAT_INDEX])
     due = []
     if open_only:
         compared = open_comparisons(frame)

@@ -11,9 +11,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from storage import record
 from studies.catalogue.schema import Study
 from studies.catalogue.tasks import Objective
-from studies.engine.endings import ENDING_ATTRIBUTE, Ending, FinishedTrial, outcome_of
+from studies.engine.endings import Ending, FinishedTrial, outcome_of
 
 
 class Reporting:
@@ -87,13 +88,13 @@ class Reporting:
         A repeat decides nothing, so its ending is told at once; a searched trial's waits for
         the views that include it, or for the run's end (nothing more to ask, nothing running).
         """
-        self.open[number].set_user_attr(ENDING_ATTRIBUTE, ending.attribute())
+        self.open[number].set_user_attr(record.ENDING, ending.attribute())
         self.ended[number] = ending
         self.finished[ending.outcome] += 1
         trial = self.open[number]
         attributes = trial.user_attrs  # one read of the store
         self.endings.append(FinishedTrial.of(number, attributes, trial.params, ending, last, self.objective.metric))
-        if self.grid or "repeat_of" in attributes:  # decides nothing: told at once
+        if self.grid or record.REPEAT_OF in attributes:  # decides nothing: told at once
             self._tell(number)
         self._tell_all_if_finished()
 

@@ -16,12 +16,12 @@ from reports.files import OutputPathError, report_path
 from reports.html import write_report
 from reports.results import StudyResults
 from reports.results.frame import outcome
-from reports.results.verdict import VERDICT_ATTRIBUTE
 from reports.summary import summary
 from storage import (
     StudyLock,
     masked_url,
     parse_storage_url,
+    record,
     single_writer,
 )
 from studies.catalogue.schema import Study
@@ -94,9 +94,9 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
 
         if not preset.task.reads_files:  # built once here, after a bad storage URL has failed fast; workers memory-map it
             preset.task.load(cache_dir)
-        attributes = {"preset": preset.name, "code_version": code_version(), "task": preset.task.describe()}
+        attributes = {record.PRESET: preset.name, record.CODE_VERSION: code_version(), record.TASK: preset.task.describe()}
         if run.resources.memory is not None:
-            attributes["memory_budget_bytes"] = run.resources.memory
+            attributes[record.MEMORY_BUDGET_BYTES] = run.resources.memory
 
         def tune_trials(budget: int, then: int = 0) -> None:
             """Run the store's queue, then searched trials up to ``budget``, on Ray Tune (``then``: seed repeats, at
@@ -142,7 +142,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 ray.shutdown()
 
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
-        optuna_study.set_user_attr(VERDICT_ATTRIBUTE, results.verdict.sentence)
+        optuna_study.set_user_attr(record.VERDICT, results.verdict.sentence)
         try:
             write_report(optuna_study, report, run.url, results=results)
         except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page

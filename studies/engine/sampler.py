@@ -23,9 +23,9 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial
 
-from reports.results.names import INFEASIBLE_ATTRIBUTE
 from search_space import SearchSpace
 from search_space.space import Value
+from storage import record
 from studies.catalogue.schema import Search, Study
 from studies.engine.family_sampler import FamilySampler, family_configurations
 from studies.engine.optuna_internals import StudyView
@@ -140,7 +140,7 @@ def tell_infeasible(study: optuna.Study, trial: optuna.Trial, reason: str) -> No
         trial: A running trial.
         reason: Why (``diverged``, ``out of memory``, ``forbidden combination``).
     """
-    trial.set_user_attr(INFEASIBLE_ATTRIBUTE, reason)
+    trial.set_user_attr(record.INFEASIBLE, reason)
     trial.set_constraint(TRAINABLE, 1.0)
     # Constrained domination compares an infeasible trial with any other by its violation alone.
     study.tell(trial, [0.0] * len(study.directions))

@@ -7,7 +7,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial
 
-from reports.results.names import FLOPS
+from storage import record
 from studies.catalogue.schema import Preset
 from studies.engine.views import family_view
 
@@ -83,7 +83,7 @@ class StoppingJudge:
         rung = rungs[0]
         judged.add(rung)
         others = [
-            (self.sign * found, other.user_attrs.get(FLOPS))
+            (self.sign * found, other.user_attrs.get(record.FLOPS))
             for other in family_view(study, family, view_end)
             if (found := value_at(other, rung)) is not None
         ]

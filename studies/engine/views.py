@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.names import INFEASIBLE_ATTRIBUTE
+from storage import record
 
 
 def in_family_view(trial: FrozenTrial, family: str | None, view_end: int) -> bool:
@@ -15,9 +15,9 @@ def in_family_view(trial: FrozenTrial, family: str | None, view_end: int) -> boo
     no configuration that could not train."""
     return (
         trial.number < view_end
-        and trial.user_attrs.get("family") == family
-        and "repeat_of" not in trial.user_attrs
-        and INFEASIBLE_ATTRIBUTE not in trial.user_attrs
+        and trial.user_attrs.get(record.FAMILY) == family
+        and record.REPEAT_OF not in trial.user_attrs
+        and record.INFEASIBLE not in trial.user_attrs
     )
 
 

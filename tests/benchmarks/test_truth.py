@@ -43,7 +43,7 @@ from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
-from reports.results.names import ACCURACY, FLOPS, TEST_ACCURACY
+from storage import record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import NSGA2_WITH_ASHA, Search, choices
 from studies.engine.family_sampler import family_configurations
@@ -120,7 +120,7 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
     assert truth_main(["--table", str(path), "--resamples", "0"]) == 2  # refused, no NaN printed as a result
     assert "a row cut short" in capsys.readouterr().err
     broken = committed.rows.copy()
-    broken.loc[3, TEST_ACCURACY] = 1.5
+    broken.loc[3, record.TEST_ACCURACY] = 1.5
     write(broken, committed.provenance, path)
     with pytest.raises(TableError, match="line 5: test_accuracy = 1.5 lies outside"):
         load(path)
@@ -161,8 +161,8 @@ def test_the_committed_table_holds_what_its_columns_say(committed: Table) -> Non
     steps = table.curve_steps
     assert steps == LRA_SHARING.preset("table").train.report_steps()
     rows = table.rows
-    assert (rows[ACCURACY] == rows[f"{CURVE_PREFIX}{steps[-1]}"]).all()  # the last evaluation is the final value
-    assert rows[[ACCURACY, TEST_ACCURACY]].stack().between(0, 1).all()
+    assert (rows[record.ACCURACY] == rows[f"{CURVE_PREFIX}{steps[-1]}"]).all()  # the last evaluation is the final value
+    assert rows[[record.ACCURACY, record.TEST_ACCURACY]].stack().between(0, 1).all()
     assert (rows["seed"] == 80_000 + rows["seed_index"]).all()
     assert not rows.duplicated(["family", "point", *table.knobs, "seed_index"]).any()
     assert len(committed.rows) >= 35  # the slice: 2 MHA, the authors' configuration, 16 of each DAMCHA family
@@ -190,8 +190,8 @@ def test_seeds_are_resampled_together_within_the_seeds_the_same_configurations_h
     for index in (0, 1):  # both copies are seed 2's rows
         copy = doubled.rows[doubled.rows["seed_index"] == index]
         pd.testing.assert_series_equal(
-            copy[TEST_ACCURACY].reset_index(drop=True),
-            committed.rows.loc[committed.rows["seed_index"] == 2, TEST_ACCURACY].reset_index(drop=True),
+            copy[record.TEST_ACCURACY].reset_index(drop=True),
+            committed.rows.loc[committed.rows["seed_index"] == 2, record.TEST_ACCURACY].reset_index(drop=True),
         )
     mha = committed.rows[(committed.rows["family"] == "MHA")]
     deeper = pd.concat([committed.rows, *(mha.assign(seed_index=index) for index in (3, 4))], ignore_index=True)
@@ -225,11 +225,11 @@ def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table)
     assert search.iloc[1]["point"] == "authors' configuration"
     by_configuration: dict[tuple, set[float]] = {}
     for row in committed.rows.to_dict("records"):
-        by_configuration.setdefault(configuration_of(row["family"], row, committed.knobs), set()).add(row[ACCURACY])
+        by_configuration.setdefault(configuration_of(row["family"], row, committed.knobs), set()).add(row[record.ACCURACY])
     complete = search[search["state"] == "COMPLETE"]
     assert len(complete)
     for _, trial in complete.iterrows():  # each value is one of its configuration's seeds in the table
-        assert trial[ACCURACY] in by_configuration[configuration_of(trial["family"], trial, committed.knobs)]
+        assert trial[record.ACCURACY] in by_configuration[configuration_of(trial["family"], trial, committed.knobs)]
     shares = [share for _, share in first.hypervolume]
     assert shares == sorted(shares) and 0 < shares[-1] <= 1
     assert first.device_hours[0] > 0
@@ -242,7 +242,7 @@ def deeper(table: Table, seeds: range, where: pd.Series) -> Table:
     each value moved by a distinct hundredth of a point so that a replayed value names its seed."""
     copies = [
         table.rows[where & (table.rows["seed_index"] == index % 3)].assign(
-            seed_index=index, **{ACCURACY: lambda rows, i=index: rows[ACCURACY] + 1e-4 * i}
+            seed_index=index, **{record.ACCURACY: lambda rows, i=index: rows[record.ACCURACY] + 1e-4 * i}
         )
         for index in seeds
     ]
@@ -257,21 +257,21 @@ def test_a_replay_never_judges_on_a_seed_its_search_read(committed: Table) -> No
     assert replay_preset(preset, table).repeat_seeds == 6  # as many as the preset's
     seed_of: dict[tuple, dict[float, int]] = {}
     for row in table.rows.to_dict("records"):
-        seed_of.setdefault(configuration_of(row["family"], row, table.knobs), {})[row[ACCURACY]] = int(row["seed_index"])
+        seed_of.setdefault(configuration_of(row["family"], row, table.knobs), {})[row[record.ACCURACY]] = int(row["seed_index"])
     for study_seed in range(3):
         replayed = replay(definition, replay_preset(preset, table), table, Strategy("today", NSGA2_WITH_ASHA), study_seed)
         frame = replayed.frame[replayed.frame["state"] == "COMPLETE"]
         read: dict[tuple, set[int]] = {}
         for _, trial in frame[frame["repeat_of"].isna()].iterrows():
             key = configuration_of(trial["family"], trial, table.knobs)
-            read.setdefault(key, set()).add(seed_of[key][trial[ACCURACY]])
+            read.setdefault(key, set()).add(seed_of[key][trial[record.ACCURACY]])
         assert set().union(*read.values()) <= set(roles.search)
         repeats = frame[frame["repeat_of"].notna()]
         assert len(repeats)
         leaks = 0
         for _, trial in repeats.iterrows():
             key = configuration_of(trial["family"], trial, table.knobs)
-            seed, index = seed_of[key][trial[ACCURACY]], int(trial["repeat_index"])
+            seed, index = seed_of[key][trial[record.ACCURACY]], int(trial["repeat_index"])
             if len(seed_of[key]) > 3:  # a configuration with judging seeds: repeat k reads the k-th
                 assert seed == roles.judging[index - 1] and seed not in read.get(key, set())
             elif index <= 3 - len(read.get(key, set())):  # without: first the seeds its search did not read
@@ -495,7 +495,9 @@ def test_the_costs_a_search_in_the_band_draws_by_are_the_flops_the_table_s_trial
     space = LRA_SHARING.space_for(preset)
     cost = configuration_flops(preset, space, {})
     searched = table.rows[table.rows["point"].isna()]
-    recorded = {configuration_of(row["family"], row, table.knobs): float(row[FLOPS]) for row in searched.to_dict("records")}
+    recorded = {
+        configuration_of(row["family"], row, table.knobs): float(row[record.FLOPS]) for row in searched.to_dict("records")
+    }
     compared = 0
     for family, configs in family_configurations(LRA_SHARING, space).items():
         for config in configs:
@@ -531,7 +533,7 @@ def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_le
     definition, preset = slice_study_and_preset()
     table = deeper(committed, range(3, 9), committed.rows["seed_index"] >= 0)  # 9 seeds for every configuration
     judged_cross = (table.rows["family"] == "DAMCHA (cross)") & (table.rows["seed_index"] >= 3)
-    table.rows.loc[judged_cross, TEST_ACCURACY] -= 0.10  # ten points behind on fresh seeds: settled at the first look
+    table.rows.loc[judged_cross, record.TEST_ACCURACY] -= 0.10  # ten points behind on fresh seeds: settled at the first look
     preset = replay_preset(preset, table)
     strategy = STRATEGIES["repeats in two looks: random untried in the band, ASHA per family"]
     interim, seeds = strategy.interim_seeds, preset.repeat_seeds

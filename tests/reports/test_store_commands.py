@@ -19,9 +19,8 @@ import pytest
 from reports.__main__ import main
 from reports.files import study_file_stem
 from reports.results import StudyResults
-from reports.store_index import DEFAULT_PRESET_ATTRIBUTE
 from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
-from storage import open_storage
+from storage import open_storage, record
 from studies.engine.options import RunOptions
 from tests.conftest import SMOKE_STUDY
 
@@ -40,7 +39,7 @@ def _named_store(path: Path, names: dict[str, bool | None]) -> str:
     for name, default in names.items():
         study = optuna.create_study(study_name=name, storage=storage)
         if default is not None:
-            study.set_user_attr(DEFAULT_PRESET_ATTRIBUTE, default)
+            study.set_user_attr(record.DEFAULT_PRESET, default)
     return url
 
 

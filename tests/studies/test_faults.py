@@ -23,8 +23,9 @@ from optuna.trial import TrialState
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
 from reports.results.frame import outcome as outcome_of
-from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
+from reports.results.names import INFEASIBLE
 from search_space.space import Choice
+from storage import record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import Family, Study
 from studies.engine.options import RunOptions
@@ -204,20 +205,20 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
     assert mha[3e-3, 64].state in (TrialState.COMPLETE, TrialState.PRUNED)
     diverged = mha[1e12, 64]
     assert outcome_of(diverged) == INFEASIBLE and diverged.user_attrs["diverged_at_step"] == 2
-    assert diverged.user_attrs[INFEASIBLE_ATTRIBUTE] == "diverged"
+    assert diverged.user_attrs[record.INFEASIBLE] == "diverged"
     assert "training loss is nan at step 2 of 60; search lower learning rates" in diverged.user_attrs["error"]
     for learning_rate in (3e-3, 1e12):
         oversized = mha[learning_rate, 2**22]
-        assert outcome_of(oversized) == INFEASIBLE and oversized.user_attrs[INFEASIBLE_ATTRIBUTE] == "out of memory"
+        assert outcome_of(oversized) == INFEASIBLE and oversized.user_attrs[record.INFEASIBLE] == "out of memory"
         assert "budget of 0.25 GiB was not enough" in oversized.user_attrs["error"]
         assert "raise --trial-memory or search smaller models" in oversized.user_attrs["error"]
     assert not any("retry_of" in t.user_attrs for t in trials)  # a configuration that cannot train is not retried
     assert all(t.user_attrs["memory_budget_bytes"] == 2**28 for t in trials)
     assert not [t for t in trials if t.state == TrialState.FAIL]  # ...each was told to the sampler (test_sampler.py)
-    assert outcome.counts[INFEASIBLE] == sum(INFEASIBLE_ATTRIBUTE in t.user_attrs for t in trials) >= 3
+    assert outcome.counts[INFEASIBLE] == sum(record.INFEASIBLE in t.user_attrs for t in trials) >= 3
     report = outcome.report.read_text()
     for reason in ("diverged", "out of memory"):  # the report says how many could not train, and why
-        count = sum(t.user_attrs.get(INFEASIBLE_ATTRIBUTE) == reason for t in trials)
+        count = sum(t.user_attrs.get(record.INFEASIBLE) == reason for t in trials)
         assert f"<th>{html.escape(reason)}</th><td>{count}</td>" in report  # provenance: could not train, by reason
 
 

@@ -12,10 +12,10 @@ from optuna.trial import TrialState
 from ray.exceptions import ActorDiedError
 
 from reports.results.frame import outcome, trials_frame
-from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE, LOST_DRIVER_ERROR
+from reports.results.names import INFEASIBLE, LOST_DRIVER_ERROR
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
-from storage import open_storage
+from storage import open_storage, record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import Family, Preset, Study
 from studies.engine.endings import Ending
@@ -142,7 +142,7 @@ def test_forbidden_combinations_are_infeasible_before_training_and_the_sampler_l
     trials = ledger.study.get_trials()
     rejected = [t for t in trials if outcome(t) == INFEASIBLE]
     assert rejected and all(t.user_attrs["error"].startswith("rejected before training: forbidden combination") for t in rejected)
-    assert all(t.user_attrs[INFEASIBLE_ATTRIBUTE] == "forbidden combination" for t in rejected)
+    assert all(t.user_attrs[record.INFEASIBLE] == "forbidden combination" for t in rejected)
     assert all(t.state == TrialState.COMPLETE and t.constraints == {TRAINABLE: 1.0} for t in rejected)  # Optuna's own terms
     assert len(trials) - len(rejected) == 40  # they use no budget
     late = trials[len(trials) // 2 :]  # told, TPE proposes the forbidden corner less than its prior 1/4
@@ -220,7 +220,7 @@ def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_p
             number = ledger.ask(f"ray-{attempt + 1}")["number"]
     assert not retried  # given up after its retries...
     trials = ledger.study.get_trials()
-    assert [INFEASIBLE_ATTRIBUTE in t.user_attrs for t in trials] == [False] * MAX_RETRIES + [True]  # ...then it cannot fit
+    assert [record.INFEASIBLE in t.user_attrs for t in trials] == [False] * MAX_RETRIES + [True]  # ...then it cannot fit
     assert ledger.ask("ray-last") is None
 
 

@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 
 from benchmarks.infeasible import DIVERGING_SHARE, diverging_share
 from reports.results.frame import outcome, trials_frame
-from reports.results.names import INFEASIBLE, INFEASIBLE_ATTRIBUTE
-from storage import open_storage
+from reports.results.names import INFEASIBLE
+from storage import open_storage, record
 from studies.catalogue import get_study
 from studies.catalogue.schema import Search
 from studies.engine.family_sampler import FamilySampler
@@ -42,7 +42,7 @@ def test_the_products_sampler_learns_from_infeasible_trials_that_no_result_inclu
     for trial in stored:
         assert trial.state == TrialState.COMPLETE
         assert trial.constraints == ({TRAINABLE: 1.0} if trial.number in infeasible else {})
-        assert (outcome(trial) == INFEASIBLE) == (INFEASIBLE_ATTRIBUTE in trial.user_attrs) == (trial.number in infeasible)
+        assert (outcome(trial) == INFEASIBLE) == (record.INFEASIBLE in trial.user_attrs) == (trial.number in infeasible)
     assert not infeasible & {t.number for t in study.best_trials}  # Optuna's Pareto front leaves them out...
     frame = trials_frame(study)  # ...and so does every result of this product
     assert set(frame.loc[frame["state"] == INFEASIBLE, "number"]) == infeasible

@@ -12,6 +12,7 @@ from common.outputs import REPORTS_DIR
 from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.results.matching import pairings
+from storage import record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
 from studies.catalogue.schema import PLUMBING_CHECK
@@ -134,9 +135,7 @@ def test_seed_repeats_rerun_what_the_verdict_compares_to_completion_and_are_judg
 def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
     import html
 
-    from reports.results.verdict import VERDICT_ATTRIBUTE
-
-    sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs[VERDICT_ATTRIBUTE]
+    sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs[record.VERDICT]
     assert f"  verdict: {sentence}\n" in smoke_run["output"]
     page = report_path(NAME, smoke_run["url"], smoke_run["root"] / REPORTS_DIR).read_text()
     assert f'<p class="headline">{html.escape(sentence)}</p>' in page

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from storage import record
 from tests.trainers import counting_backend
 from trainers.config import ModelConfig
 from trainers.data.listops import ListOpsSpec
@@ -54,6 +55,8 @@ def test_reports_every_evaluation_and_marks_the_last(tmp_path: Path, attention: 
     assert last["flops_per_example"] > 0 and last["parameters"] > last["attention_parameters"] > 0
     assert last["examples_per_s"] > 0 and last["peak_memory_bytes"] > 0
     assert last["device"].startswith("cpu")
+    # The engine stores a report's metrics by the names storage.record lists: a new or renamed one would be lost.
+    assert set(last) - {"step", "final", "val_accuracy"} <= set(record.REPORTED)
 
 
 def test_same_seed_same_run_other_seed_other_run(tmp_path: Path) -> None:
