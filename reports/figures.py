@@ -62,8 +62,12 @@ def hover_text(row: pd.Series, knobs: list[str], measured: Quality) -> str:
     state = str(row["state"]).lower()
     if state == "pruned" and pd.notna(row.get(record.REACHED_STEP)):
         state = f"stopped early at step {int(row[record.REACHED_STEP])}"
-    repeat = f", seed repeat of trial {int(row[record.REPEAT_OF])}" if pd.notna(row.get(record.REPEAT_OF)) else ""
-    lines = [f"trial {row['number']}: {row[record.FAMILY]}{point} ({state}{repeat})"]
+    if pd.notna(row.get(record.REPEAT_OF)):  # numbered in the study of repeats: named by the search trial it repeats
+        index = f" {int(row[record.REPEAT_INDEX])}" if pd.notna(row.get(record.REPEAT_INDEX)) else ""
+        trial = f"seed repeat{index} of trial {int(row[record.REPEAT_OF])}"
+    else:
+        trial = f"trial {row['number']}"
+    lines = [f"{trial}: {row[record.FAMILY]}{point} ({state})"]
     lines += [f"{name} = {row[name]}" for name in knobs if name in row and row[name] is not None]
     lines.append(f"{measured.label}: {measured.shown(row[measured.column])}")
     lines += [show(float(row[name])) for name, show in _COSTS_SHOWN if pd.notna(row.get(name))]

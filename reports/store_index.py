@@ -19,6 +19,7 @@ from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
 from storage import masked_url, record
+from storage.repeats_study import is_repeats_study, repeats_trials
 
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
 
@@ -42,7 +43,11 @@ def resolve_study_name(wanted: str, summaries: list[optuna.study.StudySummary], 
         LookupError: nothing in the store matches (the closest names offered).
         AmbiguousNameError: the short name matches studies of more than one preset (each named).
     """
-    names = [summary.study_name for summary in summaries]
+    for summary in summaries:
+        if summary.study_name == wanted and is_repeats_study(summary.user_attrs):
+            search = summary.user_attrs[record.SEARCH_STUDY]
+            raise LookupError(f"study {wanted!r} holds the seed repeats of {search!r}, whose report shows them: name {search!r}")
+    names = [summary.study_name for summary in summaries if not is_repeats_study(summary.user_attrs)]
     if wanted in names:
         return wanted
     matches = []
@@ -74,12 +79,16 @@ _STATES = ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING", "WAITING")  # ou
 
 
 def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.StudySummary, dict[str, Counter]]]:
-    """The store's studies by name, each with its trials' outcomes counted by family."""
+    """The store's studies by name, each with its trials' outcomes counted by family, its seed repeats' included
+    (a study of seed repeats is listed within its search's, not on its own)."""
     summaries = sorted(optuna.get_all_study_summaries(storage), key=lambda summary: summary.study_name)
     counted = []
     for summary in summaries:
+        if is_repeats_study(summary.user_attrs):
+            continue
         families: dict[str, Counter] = {}
-        for trial in optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        for trial in [*study.get_trials(deepcopy=False), *repeats_trials(study)]:
             families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
         counted.append((summary, families))
     return counted

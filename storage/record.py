@@ -19,6 +19,7 @@ POINT = "point"  # the label of the named point the trial trains (``studies.cata
 POINT_VALUES = "point_values"  # that point's knob values, which are not Optuna parameters
 SEED_INDEX = "seed_index"  # which run of its configuration an exhaustive preset's trial is (run i shares seed i)
 REPEAT_OF = "repeat_of"  # the number of the search trial whose configuration a seed repeat trains on a fresh seed
+# (a seed repeat is a trial of the search's linked study of repeats: ``storage.repeats_study``)
 REPEAT_INDEX = "repeat_index"  # which fresh seed (1, 2, ...): repeat k of every configuration shares seed k
 RETRY_OF = "retry_of"  # the number of the failed trial whose configuration it runs again
 ATTEMPT = "attempt"  # how many times its configuration failed and was retried before (absent: none)
@@ -99,3 +100,5 @@ SEARCH_SPACE = "search_space"  # each searched knob's domain, described
 RELIABILITY = "reliability"  # how often the preset's answer reaches its truth's, in a sentence
 OBJECTIVES = "objectives"  # each objective's metric and direction, in Optuna's order of values
 VERDICT = "verdict"  # the verdict's sentence, stored after a run
+REPEATS_STUDY = "repeats_study"  # on a search's study: the study in the same store that holds its seed repeats
+SEARCH_STUDY = "search_study"  # on a study of seed repeats: the search's study, whose trials its ``repeat_of`` numbers

@@ -68,11 +68,13 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         with contextlib.redirect_stdout(io.StringIO()) as output:
             assert main([*argv, "--trials", str(len(first) + 2)]) == 0  # and the preset's seed repeats
         second = optuna.load_study(study_name=SMOKE_STUDY, storage=url).get_trials()
+        repeats = optuna.load_study(study_name=f"{SMOKE_STUDY}:repeats", storage=url).get_trials()
     return {
         "root": root,
         "url": url,
         "first": first,
         "second": second,
+        "repeats": repeats,
         "dead": dead.number,
         "output": output.getvalue(),
         "frames": frames,

@@ -43,6 +43,7 @@ from benchmarks.truth.truth import configurations, variant_key
 from reports.results.frame import configuration, trials_frame
 from reports.results.verdict import Comparison, Headline, verdict
 from storage import record
+from storage.repeats_study import open_linked_repeats
 from studies.catalogue.schema import Preset, Search, Study
 from studies.engine.ledger import Ledger
 from studies.engine.repeats import plan_repeats
@@ -220,14 +221,15 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
             sampler=study_sampler(preset.search, definition, space, preset.trials, seed, configuration_flops(preset, space, {})),
         )
         study.set_metric_names([o.metric for o in definition.objectives])
-    study.set_user_attr("search_space", {name: space.knobs[name].domain.describe() for name in space.searched})
-    study.set_user_attr("budget", {"families": {f.label: dict(f.values) for f in definition.families}})
+    study.set_user_attr(record.SEARCH_SPACE, {name: space.knobs[name].domain.describe() for name in space.searched})
+    study.set_user_attr(record.BUDGET, {"families": {f.label: dict(f.values) for f in definition.families}})
     outcomes = _Outcomes(table, seed_roles(table, preset.repeat_seeds))
     rng = np.random.default_rng(seed)
 
-    def ledger(budget: int) -> Ledger:
+    def ledger(budget: int, asked: optuna.Study = study) -> Ledger:
         return Ledger(
-            study,
+            asked,
+            search=study,
             storage=storage,
             definition=definition,
             preset=preset,
@@ -254,8 +256,8 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
     )
     repeat_hours = 0.0
     for look, seeds in enumerate(preset.repeat_looks(preset.repeat_seeds)):  # as the run's looks (``runner``)
-        if plan_repeats(study, seeds, open_only=look > 0):
-            repeat_hours += _simulate(ledger(0), outcomes, rng, preset.parallel_trials)
+        if plan_repeats(study, seeds, open_only=look > 0):  # queued in the search's study of repeats
+            repeat_hours += _simulate(ledger(0, open_linked_repeats(study)), outcomes, rng, preset.parallel_trials)
     frame = trials_frame(study)
     return Replay(
         seed,
@@ -312,7 +314,7 @@ def _simulate(
             number = config["number"]
             trial = ledger.study.get_trials(deepcopy=False)[number]
             key, seeds = outcomes.of(trial)
-            row = seeds[outcomes.seed_of(key, trial.user_attrs.get("repeat_index"), rng)]
+            row = seeds[outcomes.seed_of(key, trial.user_attrs.get(record.REPEAT_INDEX), rng)]
             last: dict = {}
             for step in outcomes.curve_steps:
                 value = float(row[f"val_accuracy_at_{step}"])
@@ -325,19 +327,19 @@ def _simulate(
             fraction = last["step"] / outcomes.curve_steps[-1]
             last |= {
                 record.FLOPS: float(row[record.FLOPS]),
-                "parameters": int(row["parameters"]),
-                "wall_seconds": outcomes.wall[key] * fraction,
+                record.PARAMETERS: int(row[record.PARAMETERS]),
+                record.WALL_SECONDS: outcomes.wall[key] * fraction,
             }
             if last["final"]:
                 last |= {record.TEST_ACCURACY: float(row[record.TEST_ACCURACY]), record.ACCURACY: float(row[record.ACCURACY])}
-            running.append((clock + last["wall_seconds"], number, last))
+            running.append((clock + last[record.WALL_SECONDS], number, last))
         if not running:
             if not ledger.done():
                 raise RuntimeError("the replayed ledger neither asks nor ends: a view waits for a trial that never runs")
             return used / 3600
         running.sort(key=lambda item: item[0])
         end, number, last = running.pop(0)
-        clock, used = end, used + last["wall_seconds"]
+        clock, used = end, used + last[record.WALL_SECONDS]
         ledger.finish(number, last, None)
         if on_end is not None:
             on_end(used / 3600)
@@ -360,7 +362,7 @@ class _TrueHypervolume:
         """The mean over families of the share of its true hypervolume that its complete search runs cover."""
         found: dict[str, set] = {family: set() for family in self.whole}
         for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            if "repeat_of" not in trial.user_attrs:
+            if record.REPEAT_OF not in trial.user_attrs:
                 key, _ = outcomes.of(trial)
                 found[key[0]].add(key)
         shares = [

@@ -55,6 +55,11 @@ def judged_column(frame: pd.DataFrame) -> tuple[str, str]:
     return measured.column, "validation"
 
 
+def _search_trial(row: pd.Series) -> int:
+    """The search trial a row is (a search run) or repeats (a seed repeat)."""
+    return int(row["number"] if pd.isna(row.get(record.REPEAT_OF)) else row[record.REPEAT_OF])
+
+
 def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     """Complete trials grouped by configuration.
 
@@ -65,10 +70,10 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     Returns:
         One row per configuration: ``config``, ``family``, ``baseline``, ``point`` (the named
         point it is, or None), the knobs; ``number`` (the search run that selected it: its best
-        by validation; its best repeat when it has only repeats), ``numbers`` (its complete
-        trials), ``search_value``/``search_score`` (that run's validation value and score),
-        ``search_values`` (every search run's validation value); ``fresh`` (each fresh-seed
-        repeat's value on the judging split, by ``repeat_index``), ``judged_on`` (``test``, or
+        by validation; the one its best repeat repeats when it has only repeats), ``numbers`` (its
+        search trials: the complete ones and those its seed repeats repeat), ``search_value``/``search_score``
+        (that run's validation value and score), ``search_values`` (every search run's validation value);
+        ``fresh`` (each fresh-seed repeat's value on the judging split, by ``repeat_index``), ``judged_on`` (``test``, or
         ``validation`` for a store without test values), ``seeds`` (how many), ``mean``,
         ``ci_low``, ``ci_high`` (the headline figure and its 95% t-interval, cut to the metric's range
         where it has one: ``Quality.bounded``; NaN without
@@ -98,8 +103,8 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
                 record.BASELINE: bool(first[record.BASELINE]),
                 record.POINT: first.get(record.POINT),
                 **{k: first.get(k) for k in knobs},
-                "number": int(chosen["number"]),
-                "numbers": group["number"].tolist(),
+                "number": _search_trial(chosen),
+                "numbers": sorted({*searched["number"].astype(int), *repeats[record.REPEAT_OF].dropna().astype(int)}),
                 "search_value": float(chosen[measured.column]),
                 "search_score": float(chosen[SCORE]),
                 "search_values": searched[measured.column].astype(float).tolist(),

@@ -26,6 +26,7 @@ from reports.results.names import (
 )
 from reports.results.quality import quality_of
 from storage import record
+from storage.repeats_study import repeats_trials
 
 
 def outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -66,9 +67,10 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """One row per trial that started (queued trials are not results yet).
+    """One row per trial that started (queued trials are not results yet), the seed repeats' included.
 
-    Columns: ``number``, ``state`` (``outcome``), ``family`` (its label), every knob (``configuration``:
+    Columns: ``number`` (a search trial's; a seed repeat's in its own study, so search rows alone are keyed
+    by it: ``search_runs``), ``state`` (``outcome``), ``family`` (its label), every knob (``configuration``:
     Optuna params and a named point's values; ``knob_columns`` names them), the attributes in
     ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
@@ -81,7 +83,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
     rows, knobs = [], dict.fromkeys(study.user_attrs.get(record.SEARCH_SPACE, {}))
-    for trial in study.get_trials(deepcopy=False, states=STARTED_STATES):
+    # The search's trials, then its seed repeats (a study of their own: ``storage.repeats_study``; an older
+    # store's are among the search's). A repeat's number is its own study's: ``repeat_of`` names its search trial.
+    for trial in [*study.get_trials(deepcopy=False, states=STARTED_STATES), *repeats_trials(study, STARTED_STATES)]:
         values = configuration(trial)
         knobs.update(dict.fromkeys(values))
         row = {"number": trial.number, "state": outcome(trial), **values}

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from reports.results.configurations import configuration_keys, configurations
-from reports.results.frame import knob_columns
+from reports.results.frame import knob_columns, search_runs
 from reports.results.matching import COST_BAND, Pairing, front_relation, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE, TASK_ATTRIBUTE
 from reports.results.quality import Quality, quality
@@ -171,7 +171,7 @@ def _data_sentence(frame: pd.DataFrame, comparisons: list[Comparison]) -> str:
     if record.TEST_COUNT not in frame.columns or record.REPEAT_INDEX not in frame.columns:  # a frame made elsewhere: unknown
         return ""
     numbers = {n for c in comparisons for row in (c.candidate, c.baseline) for n in row["numbers"]}
-    judged = frame["number"].isin(numbers) & frame[record.REPEAT_INDEX].notna()
+    judged = frame[record.REPEAT_OF].isin(numbers) & frame[record.REPEAT_INDEX].notna()
     counts = pd.to_numeric(frame.loc[judged, record.TEST_COUNT], errors="coerce")
     if counts.dropna().empty:
         return ""
@@ -184,13 +184,14 @@ def _data_sentence(frame: pd.DataFrame, comparisons: list[Comparison]) -> str:
 
 
 def _configuration_of_trials(frame: pd.DataFrame, configs: pd.DataFrame) -> dict[int, pd.Series]:
-    """Trial number -> the row of ``configs`` its configuration has (trials stopped early included, whose
+    """Search trial number -> the row of ``configs`` its configuration has (trials stopped early included, whose
     configuration only its seed repeats completed)."""
     if configs.empty:
         return {}
     rows = {row["config"]: row for _, row in configs.iterrows()}
-    keys = configuration_keys(frame, knob_columns(frame))
-    return {int(number): rows[key] for number, key in zip(frame["number"], keys, strict=True) if key in rows}
+    search = frame[search_runs(frame)]  # seed repeats are numbered in a study of their own
+    keys = configuration_keys(search, knob_columns(search))
+    return {int(number): rows[key] for number, key in zip(search["number"], keys, strict=True) if key in rows}
 
 
 def _holm_per_pair(compared: list[tuple], p_values: list[float | None]) -> list[float]:

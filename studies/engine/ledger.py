@@ -52,7 +52,9 @@ class Ledger(Reporting, Recovery):
     run's and other drivers' trials (``recovery.Recovery``), early stopping (``stopping.StoppingJudge``).
 
     Args:
-        study: The Optuna study (created or resumed by the caller).
+        study: The Optuna study whose trials it asks (created or resumed by the caller): the search's, or its
+            study of seed repeats (``storage.repeats_study``).
+        search: The search's study, whose trials the seed repeats repeat (None: ``study``).
         definition: The study definition.
         preset: Its budget.
         space: The preset's search space.
@@ -78,6 +80,7 @@ class Ledger(Reporting, Recovery):
         self,
         study: optuna.Study,
         *,
+        search: optuna.Study | None = None,
         storage: optuna.storages.BaseStorage,
         definition: Study,
         preset: Preset,
@@ -94,6 +97,7 @@ class Ledger(Reporting, Recovery):
         repeat_seeds: int = 0,
     ) -> None:
         self.study, self.storage, self.definition, self.preset, self.space = study, storage, definition, preset, space
+        self.search = search or study
         self.memory_bytes, self.exclusive = memory_bytes, exclusive
         self.fix, self.seed = dict(fix), seed
         self.run_attributes, self.cache_dir, self.budget, self.ask_lock = dict(run_attributes), cache_dir, budget, ask_lock

@@ -116,10 +116,10 @@ def expected_repeat_seconds(ledger: Ledger) -> list[float] | None:
     times' mean; None when no repeat follows this phase or no search trial has ended."""
     if not ledger.then or not ledger.repeat_seeds:
         return None
-    trials = ledger.study.get_trials(deepcopy=False)
+    trials = ledger.search.get_trials(deepcopy=False)
     seconds = [
         full
-        for planned in repeats_due(ledger.study, ledger.repeat_seeds)
+        for planned in repeats_due(ledger.search, ledger.repeat_seeds)
         if (full := _full_length_seconds(trials[planned.repeat_of], ledger.preset.train.steps)) is not None
     ]
     if not seconds:
@@ -138,23 +138,23 @@ def _repeat_seconds(ledger: Ledger) -> list[float]:
     """The expected wall seconds of each seed repeat queued or running: the search trial it repeats took that
     long (scaled to the last step where it was stopped early). Seed repeats start with the fastest
     configurations' (MHA's), so the mean of those that ended would say too little for the rest."""
-    trials = ledger.study.get_trials(deepcopy=False)
+    originals = ledger.search.get_trials(deepcopy=False)  # what ``repeat_of`` numbers
     steps = ledger.preset.train.steps
     seconds = []
-    for trial in trials:
+    for trial in ledger.study.get_trials(deepcopy=False):
         if (
             trial.state not in (TrialState.WAITING, TrialState.RUNNING)
             or (original := trial.user_attrs.get(record.REPEAT_OF)) is None
         ):
             continue
-        if (full := _full_length_seconds(trials[original], steps)) is not None:
+        if (full := _full_length_seconds(originals[original], steps)) is not None:
             seconds.append(full)
     return seconds
 
 
 def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
     """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · val acc 0.581 · complete · 01:42``: a trial that
-    ended (a seed repeat: ``test acc``, the split it is judged on)."""
+    ended (a seed repeat: ``repeat 2 (seed repeat of trial 7) · ... · test acc``, the split it is judged on)."""
     measured = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize")
     said = ledger.definition.pinned_knobs()  # the family's label names them
     knobs = " ".join(f"{name}={value}" for name, value in trial.knobs.items() if name not in said)
@@ -165,10 +165,15 @@ def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
     state = trial.ending.outcome.lower()
     if trial.ending.state.name == "PRUNED" and trial.step is not None:
         state = f"stopped early at step {trial.step}"
-    repeat = f" (seed repeat of trial {trial.repeat_of})" if trial.repeat_of is not None else ""
+    # a seed repeat is numbered in the study of repeats (``storage.repeats_study``): said so, with the trial it repeats
+    name = (
+        f"repeat {trial.number} (seed repeat of trial {trial.repeat_of})"
+        if trial.repeat_of is not None
+        else f"trial {trial.number}"
+    )
     took = "" if trial.seconds is None else f" · {clock(trial.seconds)}"
     family = f"{trial.family} ({trial.point})" if trial.point else trial.family
-    return f"trial {trial.number}{repeat} · {family} · {knobs} · {split} {measured.short} {value} · {state}{took}"
+    return f"{name} · {family} · {knobs} · {split} {measured.short} {value} · {state}{took}"
 
 
 class ProgressLine(Callback):

@@ -73,10 +73,11 @@ class Recovery:
     def __getstate__(self) -> dict[str, Any]:
         """What Ray Tune pickles into its experiment files: nothing that holds the store's URL.
 
-        (The study, the storage and the ask lock carry it, password included; Tune never restores a
+        (The studies, the storage and the ask lock carry it, password included; Tune never restores a
         ledger, whose record is the store itself.)
         """
-        return {name: value for name, value in self.__dict__.items() if name not in ("study", "storage", "ask_lock", "open")}
+        held = ("study", "search", "storage", "ask_lock", "open")
+        return {name: value for name, value in self.__dict__.items() if name not in held}
 
     def heartbeat(self) -> None:
         """Record Optuna's heartbeat of this driver's running trials (other drivers fail them when it stops), and

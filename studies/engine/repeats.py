@@ -23,6 +23,7 @@ from reports.results.matching import best_baseline, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE
 from reports.results.verdict import verdict
 from storage import record
+from storage.repeats_study import open_linked_repeats, repeats_trials
 from studies.catalogue.schema import Study
 from studies.engine.queue import PlannedTrial, enqueue
 
@@ -62,17 +63,16 @@ def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fal
     configuration already has, finished, running or queued (by an earlier run), are not due again.
 
     Args:
-        optuna_study: The study.
+        optuna_study: The search's study (its seed repeats are read from its linked study).
         seeds: The fresh seeds each configuration is to have.
         open_only: Only the configurations of the comparisons still open (``open_comparisons``): a second look.
     """
     frame = trials_frame(optuna_study)
     if frame.empty:
         return []
-    stored = optuna_study.get_trials(deepcopy=False)
-    by_number = {t.number: t for t in stored}
+    by_number = {t.number: t for t in optuna_study.get_trials(deepcopy=False)}  # the search's trials
     has: dict[str, set[int]] = {}  # configuration -> its repeat indices, finished, running or queued
-    for trial in stored:
+    for trial in [*by_number.values(), *repeats_trials(optuna_study)]:  # an older store's are among the search's
         if record.REPEAT_INDEX in trial.user_attrs and trial.state != TrialState.FAIL:  # a failed one has its retry queued
             original = by_number[trial.user_attrs[record.REPEAT_OF]]
             has.setdefault(configuration_key(configuration(original)), set()).add(trial.user_attrs[record.REPEAT_INDEX])
@@ -94,12 +94,15 @@ def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fal
 
 
 def plan_repeats(optuna_study: optuna.Study, seeds: int, *, open_only: bool = False) -> int:
-    """Queue the seed repeats due (``repeats_due``; ``open_only``: a second look's).
+    """Queue the seed repeats due (``repeats_due``; ``open_only``: a second look's) in the search's linked study of
+    repeats (``storage.repeats_study``: Optuna's own tools then find the search's front without them).
 
     Returns:
         How many repeats were queued.
     """
     due = repeats_due(optuna_study, seeds, open_only=open_only)
-    for planned in due:
-        enqueue(optuna_study, planned)
+    if due:
+        repeats = open_linked_repeats(optuna_study)
+        for planned in due:
+            enqueue(repeats, planned)
     return len(due)

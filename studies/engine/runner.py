@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import optuna
 import ray
 
 from reports.files import OutputPathError, report_path
@@ -24,12 +25,13 @@ from storage import (
     record,
     single_writer,
 )
+from storage.repeats_study import linked_repeats, repeats_trials
 from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
 from studies.engine.ledger import Ledger
 from studies.engine.options import RunOptions, check_options, without_contradicted_points
 from studies.engine.progress import clock, run_seconds
-from studies.engine.queue import trials_to_run
+from studies.engine.queue import queued, recover_interrupted, trials_to_run
 from studies.engine.records import open_study
 from studies.engine.repeats import most_repeats, plan_repeats
 from studies.engine.tune_bridge import run_on_tune
@@ -84,6 +86,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         )
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
+            if (repeats_study := linked_repeats(optuna_study)) is not None:  # a dead driver's seed repeats too
+                recover_interrupted(repeats_study, storage, exclusive=exclusive)
         report = options.report or report_path(optuna_study.study_name, run.url)
         ahead = most_repeats(study, run.repeat_seeds)
         then = f", then up to {ahead} seed repeats" if ahead else ""
@@ -98,11 +102,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         if run.resources.memory is not None:
             attributes[record.MEMORY_BUDGET_BYTES] = run.resources.memory
 
-        def tune_trials(budget: int, then: int = 0) -> None:
-            """Run the store's queue, then searched trials up to ``budget``, on Ray Tune (``then``: seed repeats, at
-            most, expected after)."""
+        def tune_trials(asked: optuna.Study, budget: int, then: int = 0) -> None:
+            """Run ``asked``'s queue (the search's study, or its study of seed repeats), then searched trials up to
+            ``budget``, on Ray Tune (``then``: seed repeats, at most, expected after)."""
             ledger = Ledger(
-                optuna_study,
+                asked,
+                search=optuna_study,
                 storage=storage,
                 definition=definition,
                 preset=preset,
@@ -129,14 +134,15 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         started = start_ray(options.address) if to_run or run.repeat_seeds else False
         try:
             if to_run:
-                tune_trials(run.trials, then=ahead)
+                tune_trials(optuna_study, run.trials, then=ahead)
             looks = preset.repeat_looks(run.repeat_seeds)
             for look, seeds in enumerate(looks):
                 with lock.held():  # drivers sharing the store queue each repeat once
                     repeats = plan_repeats(optuna_study, seeds, open_only=look > 0)
                 if repeats:
                     print(_repeating(repeats, seeds, look, len(looks)), file=out)
-                    tune_trials(0)
+                if (repeats_study := linked_repeats(optuna_study)) is not None and queued(repeats_study):
+                    tune_trials(repeats_study, 0)  # these, and any an interrupted run queued
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
@@ -150,7 +156,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free space, "
                 f"then python -m reports {optuna_study.study_name} -o FILE"
             ) from None
-        counts = Counter(outcome(trial) for trial in optuna_study.get_trials(deepcopy=False))
+        counts = Counter(outcome(trial) for trial in [*optuna_study.get_trials(deepcopy=False), *repeats_trials(optuna_study)])
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)

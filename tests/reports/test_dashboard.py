@@ -62,7 +62,7 @@ def test_dashboard_shows_our_trials_attributes_and_curves(smoke_run: dict, dashb
     study = get_json(f"{dashboard}/api/studies/{summary['study_id']}?after=0")
     assert study["objective_names"] == ["val_accuracy", "flops_per_example"]
     trials = study["trials"]
-    assert len(trials) == len(smoke_run["second"])
+    assert len(trials) == len(smoke_run["second"])  # the search's: its seed repeats are a study of their own
     complete = [t for t in trials if t["state"] == "Complete"]
     assert complete and all(t["intermediate_values"] for t in complete)
     keys = {attribute["key"] for attribute in complete[0]["user_attrs"]}

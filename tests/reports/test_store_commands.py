@@ -89,9 +89,11 @@ def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smok
     assert main(["list", "--storage", url]) == 0
     listed = capsys.readouterr().out
     study = optuna.load_study(study_name=SMOKE_STUDY, storage=url)
-    trials = study.get_trials(deepcopy=False)
+    repeats = optuna.load_study(study_name=f"{SMOKE_STUDY}:repeats", storage=url).get_trials(deepcopy=False)
+    trials = study.get_trials(deepcopy=False) + repeats  # its seed repeats' study is listed within it
+    assert repeats and all("repeat_of" in t.user_attrs for t in repeats)
     families = {t.user_attrs["family"] for t in trials}
-    assert f"{url}: 2 studies" in listed
+    assert f"{url}: 2 studies" in listed and ":repeats" not in listed
     assert f"{SMOKE_STUDY}: {len(trials)} trials" in listed
     for family in families:
         count = sum(t.user_attrs["family"] == family for t in trials)

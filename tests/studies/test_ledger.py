@@ -545,4 +545,4 @@ def test_what_ray_tune_pickles_of_a_ledger_holds_neither_its_study_nor_its_store
     pickled = cloudpickle.dumps(ledger)
     assert str(tmp_path / "store.db").encode() not in pickled  # the store's URL appears nowhere
     restored = cloudpickle.loads(pickled)
-    assert not hasattr(restored, "study") and not hasattr(restored.stopping, "study")
+    assert not hasattr(restored, "study") and not hasattr(restored, "search") and not hasattr(restored.stopping, "study")

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
+from storage.repeats_study import repeats_trials
 from studies.catalogue import LM_RANK
 from studies.run import main
 from tests.studies.test_data_dir import _exit_code, _tree
@@ -31,7 +32,8 @@ def lm_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         patch.chdir(root)
         assert main(["lm_rank", "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]) == 0
     study = optuna.load_study(study_name=LM_RANK.store_name("smoke"), storage=url)
-    return {"root": root, "url": url, "study": study, "trials": study.get_trials(), "output": output.getvalue()}
+    trials = study.get_trials() + repeats_trials(study)  # the search's, then its seed repeats
+    return {"root": root, "url": url, "study": study, "trials": trials, "output": output.getvalue()}
 
 
 def test_the_store_minimises_bits_per_byte_derived_from_each_trials_loss(lm_run: dict) -> None:
@@ -70,7 +72,7 @@ def test_the_verdict_summary_and_report_speak_of_bits_per_byte_lower_being_bette
     assert f"  verdict: {sentence}\n" in output
     # each compared configuration's search run is its family's lowest bits per byte at that cost, and the summary shows it
     for line in re.findall(r"search run (\d+): (\d+\.\d+) validation bits per byte", output):
-        (trial,) = [t for t in lm_run["trials"] if t.number == int(line[0])]
+        (trial,) = [t for t in lm_run["study"].get_trials() if t.number == int(line[0])]
         assert trial.values[0] == pytest.approx(float(line[1]), abs=5e-4)
     page = report_path(LM_RANK.store_name("smoke"), lm_run["url"], Path(lm_run["root"]) / REPORTS_DIR).read_text()
     assert '"text":"validation bits per byte"' in page  # the axes' titles

@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from reports.results.frame import trials_frame
+from reports.results.frame import search_runs, trials_frame
 from reports.results.matching import pairings
 from storage import record
 from studies.catalogue import LRA_SHARING
@@ -109,8 +109,8 @@ def test_rerun_resumes_retries_the_dead_trial_and_keeps_everything(smoke_run: di
 
 
 def test_seed_repeats_rerun_what_the_verdict_compares_to_completion_and_are_judged_on_test_data(smoke_run: dict) -> None:
-    trials = smoke_run["second"]
-    repeats = [t for t in trials if "repeat_of" in t.user_attrs]
+    trials, repeats = smoke_run["second"], smoke_run["repeats"]
+    assert repeats and all("repeat_of" in t.user_attrs for t in repeats)
     assert repeats and all(t.state == TrialState.COMPLETE for t in repeats)  # no early stopping for repeats
     by_number = {t.number: t for t in trials}
     for repeat in repeats:
@@ -155,9 +155,9 @@ def test_the_authors_configuration_is_trained_as_a_named_point_of_its_family(smo
     assert model["metric_mode"] == "rowsum" and model["metric_rank"] == "full" and model["norm"] == "post"
     assert model["sharing"] == "stack" and model["generator_depth"] == 2 and list(model["generator_width"]) == [256, 512]
     frame = trials_frame(optuna.load_study(study_name=NAME, storage=smoke_run["url"]))
-    row = frame.set_index("number").loc[point.number]
+    row = frame[search_runs(frame)].set_index("number").loc[point.number]  # a repeat's number counts in its own study
     assert row["metric_rank"] == "full" and row["norm"] == "post" and row["point"] == AUTHORS.label
-    repeats = [t for t in smoke_run["second"] if t.user_attrs.get("repeat_of") == point.number]
+    repeats = [t for t in smoke_run["repeats"] if t.user_attrs.get("repeat_of") == point.number]
     assert repeats  # the verdict answers it on its own line, on fresh seeds
     for repeat in repeats:  # the same configuration, trained as they specify
         assert repeat.user_attrs["point"] == AUTHORS.label and repeat.user_attrs["model_config"]["metric_rank"] == "full"
@@ -173,3 +173,33 @@ def test_a_run_builds_its_trial_frame_once_for_its_results(smoke_run: dict) -> N
     ]
     assert len(searched) >= 2  # the run's two more trials (and the dead trial's retry)
     assert smoke_run["frames"] == [NAME] * (len(searched) + 2)
+
+
+def test_optunas_own_front_holds_search_trials_alone(smoke_run: dict) -> None:
+    """The seed repeats live in a study of their own, linked both ways: Optuna's ``best_trials``, its CLI's
+    ``best-trials`` (and so optuna-dashboard's front) read the search's trials only, while the report, the verdict
+    and ``reports list`` read both studies."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    search = optuna.load_study(study_name=NAME, storage=smoke_run["url"])
+    assert not any("repeat_of" in t.user_attrs for t in search.get_trials())
+    assert search.user_attrs[record.REPEATS_STUDY] == f"{NAME}:repeats"
+    repeats = optuna.load_study(study_name=f"{NAME}:repeats", storage=smoke_run["url"])
+    assert repeats.user_attrs[record.SEARCH_STUDY] == NAME and repeats.directions == search.directions
+    searched = {t.number for t in search.get_trials() if t.state == TrialState.COMPLETE}
+    assert search.best_trials and {t.number for t in search.best_trials} <= searched
+    assert all("repeat_of" not in t.user_attrs for t in search.best_trials)
+    cli = Path(sys.executable).with_name("optuna")
+    shown = subprocess.run(
+        [str(cli), "best-trials", "--study-name", NAME, "--storage", smoke_run["url"], "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert sorted(row["number"] for row in json.loads(shown.stdout)) == sorted(t.number for t in search.best_trials)
+    frame = trials_frame(search)  # the results read the repeats through the link
+    assert frame["repeat_of"].notna().sum() == len(smoke_run["repeats"])
