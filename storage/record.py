@@ -65,7 +65,7 @@ TEST_COUNT = "test_count"  # test examples it was scored on
 TEST_LOSS = "test_loss"
 TEST_BITS_PER_BYTE = "test_bits_per_byte"
 TEST_PERPLEXITY = "test_perplexity"
-REPORTED = (
+REPORTED = (  # what a trial's last report holds besides its value, recorded as its user attributes
     PARAMETERS,
     ATTENTION_PARAMETERS,
     FLOPS,

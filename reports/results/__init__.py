@@ -3,7 +3,7 @@
 ``StudyResults.read`` reads a store once; the engine (repeat planning, the stored verdict),
 the summary, the reports and the benchmarks all take what they need from it:
 
-    names          the attribute and column names results are read by
+    names          the frame's own columns and keys (the store's names are ``storage.record``'s)
     quality        what the first objective measures and how it is shown
     frame          store -> one row per trial (``trials_frame``)
     fronts         Pareto fronts, each family's best, its budget

@@ -15,30 +15,6 @@ from studies.catalogue.tasks import Objective
 from studies.engine.failures import failure_of
 from studies.engine.sampler import tell_infeasible
 
-# What a trial's last report holds besides its value, recorded as the trial's user attributes.
-COST_ATTRIBUTES = (
-    record.PARAMETERS,
-    record.ATTENTION_PARAMETERS,
-    record.FLOPS,
-    record.EXAMPLES_PER_S,
-    record.TOKENS_PER_S,
-    record.FLOPS_PER_S,
-    record.MODEL_FLOPS_UTILISATION,
-    record.COMPILE_SECONDS,
-    record.PEAK_MEMORY_BYTES,
-    record.WALL_SECONDS,
-    record.DEVICE,
-    record.TRAIN_LOSS,
-    record.VAL_COUNT,
-    record.VAL_LOSS,
-    record.VAL_PERPLEXITY,
-    record.TEST_ACCURACY,
-    record.TEST_COUNT,
-    record.TEST_LOSS,
-    record.TEST_BITS_PER_BYTE,
-    record.TEST_PERPLEXITY,
-)
-
 
 @dataclass(frozen=True)
 class Ending:
@@ -164,7 +140,7 @@ def outcome_of(
         exception: The exception, as Ray Tune kept it (``studies.engine.failures.failure_of`` reads it).
         objectives: The study's objectives, whose values a complete trial's final report holds.
     """
-    attributes: dict[str, Any] = {name: last[name] for name in COST_ATTRIBUTES if name in last}
+    attributes: dict[str, Any] = {name: last[name] for name in record.REPORTED if name in last}
     if "step" in last:
         attributes[record.REACHED_STEP] = int(last["step"])
     if error is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import optuna
@@ -22,7 +23,9 @@ from storage.repeats_study import (
 def _search(tmp_path: Path) -> tuple[optuna.Study, str]:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     study = optuna.create_study(study_name="lra_sharing-smoke-v6", storage=open_storage(url), directions=["maximize", "minimize"])
-    study.set_metric_names(["val_accuracy", "flops_per_example"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(["val_accuracy", "flops_per_example"])
     return study, url
 
 
