@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -79,6 +80,15 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         "output": output.getvalue(),
         "frames": frames,
     }
+
+
+def copy_store(url: str, path: Path) -> str:
+    """A consistent copy of a SQLite store (SQLite's own backup: the write-ahead log's commits included), as a URL."""
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as source, sqlite3.connect(path) as target:
+        source.backup(target)
+    return f"sqlite:///{path}"
 
 
 def _count_trial_frames(patch: pytest.MonkeyPatch) -> list[str]:

@@ -43,6 +43,8 @@ _WAITING = (
     "(a driver that is paused or hung holds it until it goes on or ends)"
 )
 
+_QUEUED_EARLIER = "{} seed repeats queued earlier (a stopped run's, or another driver's) run too"
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -141,8 +143,12 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                     repeats = plan_repeats(optuna_study, seeds, open_only=look > 0)
                 if repeats:
                     print(_repeating(repeats, seeds, look, len(looks)), file=out)
-                if (repeats_study := linked_repeats(optuna_study)) is not None and queued(repeats_study):
-                    tune_trials(repeats_study, 0)  # these, and any an interrupted run queued
+                repeats_study = linked_repeats(optuna_study)
+                waiting = 0 if repeats_study is None else len(queued(repeats_study))
+                if waiting > repeats:
+                    print(_QUEUED_EARLIER.format(waiting - repeats), file=out)
+                if repeats_study is not None and waiting:
+                    tune_trials(repeats_study, 0)
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()

@@ -7,7 +7,6 @@ import html
 import io
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,14 +21,7 @@ from reports.results import StudyResults
 from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
 from storage import open_storage, record
 from studies.engine.options import RunOptions
-from tests.conftest import SMOKE_STUDY
-
-
-def _copy_store(url: str, path: Path) -> str:
-    """A consistent copy of a SQLite store (SQLite's own backup), as a URL."""
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as source, sqlite3.connect(path) as target:
-        source.backup(target)
-    return f"sqlite:///{path}"
+from tests.conftest import SMOKE_STUDY, copy_store
 
 
 def _named_store(path: Path, names: dict[str, bool | None]) -> str:
@@ -84,7 +76,7 @@ def test_a_short_name_two_studies_could_have_is_refused_naming_both(tmp_path: Pa
 
 
 def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smoke_run: dict, tmp_path: Path, capsys) -> None:
-    url = _copy_store(smoke_run["url"], tmp_path / "s.db")
+    url = copy_store(smoke_run["url"], tmp_path / "s.db")
     optuna.create_study(study_name="lra_sharing-quick-v6", storage=open_storage(url))  # a run not finished yet
     assert main(["list", "--storage", url]) == 0
     listed = capsys.readouterr().out
@@ -171,8 +163,8 @@ def test_two_stores_studies_of_one_name_never_write_the_same_default_files(
     monkeypatch.delenv("DAMCHA_STORAGE_URL", raising=False)
     (tmp_path / "runs").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    _copy_store(smoke_run["url"], tmp_path / "runs" / "optuna.db")
-    _copy_store(smoke_run["url"], tmp_path / "elsewhere" / "optuna.db")
+    copy_store(smoke_run["url"], tmp_path / "runs" / "optuna.db")
+    copy_store(smoke_run["url"], tmp_path / "elsewhere" / "optuna.db")
     assert main([SMOKE_STUDY, "--csv", "tables"]) == 0
     plain = Path("runs", "reports", f"{SMOKE_STUDY}.html")
     first = plain.read_bytes()
@@ -190,8 +182,8 @@ def test_two_stores_studies_of_one_name_never_write_the_same_default_files(
 
 
 def test_compare_across_two_stores_shows_each_study_s_verdict_and_tables(smoke_run: dict, tmp_path: Path, capsys) -> None:
-    laptop = _copy_store(smoke_run["url"], tmp_path / "laptop.db")
-    cluster = _copy_store(smoke_run["url"], tmp_path / "cluster.db")
+    laptop = copy_store(smoke_run["url"], tmp_path / "laptop.db")
+    cluster = copy_store(smoke_run["url"], tmp_path / "cluster.db")
     out, png = tmp_path / "compare.html", tmp_path / "png"
     argv = ["compare", "lra_sharing", "--storage", laptop, "--storage", cluster, "-o", str(out)]
     if shutil.which("chromium"):

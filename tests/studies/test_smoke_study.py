@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
@@ -13,10 +17,15 @@ from reports.files import report_path
 from reports.results.frame import search_runs, trials_frame
 from reports.results.matching import pairings
 from storage import record
+from storage.repeats_study import linked_repeats
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
 from studies.catalogue.schema import PLUMBING_CHECK
+from studies.engine.queue import enqueue, trials_counted
+from studies.engine.repeats import repeats_due
+from studies.run import main
 from tests.conftest import SMOKE_STUDY as NAME
+from tests.conftest import copy_store
 from trainers.config import ModelConfig
 
 PRESET = LRA_SHARING.preset("smoke")
@@ -203,3 +212,24 @@ def test_optunas_own_front_holds_search_trials_alone(smoke_run: dict) -> None:
     assert sorted(row["number"] for row in json.loads(shown.stdout)) == sorted(t.number for t in search.best_trials)
     frame = trials_frame(search)  # the results read the repeats through the link
     assert frame["repeat_of"].notna().sum() == len(smoke_run["repeats"])
+
+
+def test_repeats_a_stopped_run_left_queued_run_when_none_is_due_anew(
+    smoke_run: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped after queueing seed repeats leaves them in the study of repeats, where the search's queue
+    never shows them: the next run runs them although its look finds nothing new due."""
+    url = copy_store(smoke_run["url"], tmp_path / "store.db")
+    search = optuna.load_study(study_name=NAME, storage=url)
+    due = repeats_due(search, 3)  # each compared configuration's third fresh seed
+    assert due and {planned.repeat_index for planned in due} == {3}
+    for planned in due:
+        enqueue(linked_repeats(search), planned)
+    monkeypatch.chdir(tmp_path)
+    argv = ["lra_sharing", "--preset", "smoke", "--storage", url, "--data-cache", str(smoke_run["root"] / "data")]
+    with contextlib.redirect_stdout(io.StringIO()) as output:
+        assert main([*argv, "--trials", str(trials_counted(search)), "--repeat-seeds", "3"]) == 0
+    said = output.getvalue()
+    assert "repeating" not in said and f"{len(due)} seed repeats queued earlier (a stopped run's" in said  # none anew
+    third = [t for t in linked_repeats(search).get_trials() if t.user_attrs["repeat_index"] == 3]
+    assert len(third) == len(due) and all(t.state == TrialState.COMPLETE for t in third)
