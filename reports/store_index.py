@@ -19,7 +19,7 @@ from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
 from storage import masked_url, record
-from storage.repeats_study import is_repeats_study, repeats_trials
+from storage.repeats_study import is_repeats_study, trials_with_repeats
 
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
 
@@ -88,7 +88,7 @@ def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.St
             continue
         families: dict[str, Counter] = {}
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
-        for trial in [*study.get_trials(deepcopy=False), *repeats_trials(study)]:
+        for trial in trials_with_repeats(study):
             families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
         counted.append((summary, families))
     return counted

@@ -81,3 +81,9 @@ def repeats_trials(study: optuna.Study, states: tuple[TrialState, ...] | None = 
     """The trials of ``study``'s linked study of seed repeats ([] where it has none); ``states`` as ``get_trials``'s."""
     repeats = linked_repeats(study)
     return [] if repeats is None else repeats.get_trials(deepcopy=False, states=states)
+
+
+def trials_with_repeats(study: optuna.Study, states: tuple[TrialState, ...] | None = None) -> list[FrozenTrial]:
+    """``study``'s trials, then those of its linked study of seed repeats; ``states`` as ``get_trials``'s. A repeat's
+    number is its own study's (``record.REPEAT_OF`` names the search trial it repeats)."""
+    return [*study.get_trials(deepcopy=False, states=states), *repeats_trials(study, states)]

@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from reports.results.frame import family_of, outcome
 from reports.results.quality import quality_of
 from storage import masked_url, record
-from storage.repeats_study import repeats_trials
+from storage.repeats_study import trials_with_repeats
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:
@@ -69,7 +69,7 @@ def importances(study: optuna.Study) -> dict[str, dict[str, float]]:
 
 def provenance(study: optuna.Study, frame: pd.DataFrame, storage_url: str) -> dict[str, Any]:
     """Versions, devices, dates, device-hours, trial counts, store (password masked); the seed repeats' included."""
-    trials = [*study.get_trials(deepcopy=False), *repeats_trials(study)]
+    trials = trials_with_repeats(study)
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     wall = pd.to_numeric(frame.get(record.WALL_SECONDS), errors="coerce").fillna(0).sum() if not frame.empty else 0.0

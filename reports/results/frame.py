@@ -26,7 +26,7 @@ from reports.results.names import (
 )
 from reports.results.quality import quality_of
 from storage import record
-from storage.repeats_study import repeats_trials
+from storage.repeats_study import trials_with_repeats
 
 
 def outcome(trial: optuna.trial.FrozenTrial) -> str:
@@ -83,9 +83,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     measured = quality_of(study)
     # The recorded search space gives the order; knobs only some trials have (pinned ones) follow.
     rows, knobs = [], dict.fromkeys(study.user_attrs.get(record.SEARCH_SPACE, {}))
-    # The search's trials, then its seed repeats (a study of their own: ``storage.repeats_study``; an older
-    # store's are among the search's). A repeat's number is its own study's: ``repeat_of`` names its search trial.
-    for trial in [*study.get_trials(deepcopy=False, states=STARTED_STATES), *repeats_trials(study, STARTED_STATES)]:
+    for trial in trials_with_repeats(study, STARTED_STATES):
         values = configuration(trial)
         knobs.update(dict.fromkeys(values))
         row = {"number": trial.number, "state": outcome(trial), **values}

@@ -28,6 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search_space.space import Value
 from storage import record
+from storage.repeats_study import linked_repeats
 from studies.engine.endings import Ending
 
 HEARTBEAT_INTERVAL_S = 30  # a driver refreshes its running trials' heartbeat this often
@@ -232,7 +233,8 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
 
 
 def trials_to_run(optuna_study: optuna.Study, storage: optuna.storages.BaseStorage, trials: int, *, exclusive: bool) -> int:
-    """Recover what a dead driver left (``recover_interrupted``) and count what is left to run.
+    """Recover what a dead driver left (``recover_interrupted``), in the search's study and its study of seed
+    repeats (``storage.repeats_study``), and count what is left to run.
 
     Args:
         optuna_study: The run's Optuna study.
@@ -244,4 +246,6 @@ def trials_to_run(optuna_study: optuna.Study, storage: optuna.storages.BaseStora
         How many trials are left: the store's queue, then searched trials up to ``trials``.
     """
     recover_interrupted(optuna_study, storage, exclusive=exclusive)
+    if (repeats := linked_repeats(optuna_study)) is not None:
+        recover_interrupted(repeats, storage, exclusive=exclusive)
     return len(queued(optuna_study)) + max(trials - trials_counted(optuna_study), 0)

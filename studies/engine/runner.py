@@ -25,13 +25,13 @@ from storage import (
     record,
     single_writer,
 )
-from storage.repeats_study import linked_repeats, repeats_trials
+from storage.repeats_study import linked_repeats, trials_with_repeats
 from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
 from studies.engine.ledger import Ledger
 from studies.engine.options import RunOptions, check_options, without_contradicted_points
 from studies.engine.progress import clock, run_seconds
-from studies.engine.queue import queued, recover_interrupted, trials_to_run
+from studies.engine.queue import queued, trials_to_run
 from studies.engine.records import open_study
 from studies.engine.repeats import most_repeats, plan_repeats
 from studies.engine.tune_bridge import run_on_tune
@@ -88,8 +88,6 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         )
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
-            if (repeats_study := linked_repeats(optuna_study)) is not None:  # a dead driver's seed repeats too
-                recover_interrupted(repeats_study, storage, exclusive=exclusive)
         report = options.report or report_path(optuna_study.study_name, run.url)
         ahead = most_repeats(study, run.repeat_seeds)
         then = f", then up to {ahead} seed repeats" if ahead else ""
@@ -162,7 +160,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free space, "
                 f"then python -m reports {optuna_study.study_name} -o FILE"
             ) from None
-        counts = Counter(outcome(trial) for trial in [*optuna_study.get_trials(deepcopy=False), *repeats_trials(optuna_study)])
+        counts = Counter(outcome(trial) for trial in trials_with_repeats(optuna_study))
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from storage.repeats_study import repeats_trials
+from storage.repeats_study import trials_with_repeats
 from studies.catalogue import LM_RANK
 from studies.run import main
 from tests.studies.test_data_dir import _exit_code, _tree
@@ -32,7 +32,7 @@ def lm_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
         patch.chdir(root)
         assert main(["lm_rank", "--preset", "smoke", "--storage", url, "--data-cache", str(root / "data")]) == 0
     study = optuna.load_study(study_name=LM_RANK.store_name("smoke"), storage=url)
-    trials = study.get_trials() + repeats_trials(study)  # the search's, then its seed repeats
+    trials = trials_with_repeats(study)  # the search's, then its seed repeats
     return {"root": root, "url": url, "study": study, "trials": trials, "output": output.getvalue()}
 
 

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from storage.repeats_study import repeats_trials
+from storage.repeats_study import trials_with_repeats
 from studies.catalogue import LRA_SUITE
 from studies.catalogue.lra_suite import LRA_TASKS
 from studies.engine.options import RunOptions
@@ -71,7 +71,7 @@ def test_each_task_is_a_study_of_its_own_with_every_family_searched_and_repeated
     assert list(LRA_TASKS) == ["ListOps", "Text", "Retrieval", "Image", "Pathfinder"]
     for (title, task), store in zip(suite_run["tasks"].items(), suite_run["stores"].values(), strict=True):
         assert store.study_name == f"lra_suite_{task.removeprefix('lra_')}-smoke-v3"
-        trials = store.get_trials() + repeats_trials(store)  # the search's, then its seed repeats
+        trials = trials_with_repeats(store)  # the search's, then its seed repeats
         assert all(t.state == TrialState.COMPLETE for t in trials), title
         assert store.user_attrs["command"].startswith("python -m studies.run lra_suite --preset smoke --storage sqlite:///")
         assert store.user_attrs["task"] == {"task": task, "source": "lra_release", "data_dir": str(suite_run["data"])}

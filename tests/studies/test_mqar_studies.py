@@ -17,7 +17,7 @@ from common.outputs import REPORTS_DIR
 from reports.files import report_path
 from reports.results.frame import trials_frame
 from reports.results.verdict import verdict
-from storage.repeats_study import repeats_trials
+from storage.repeats_study import trials_with_repeats
 from studies.catalogue import CROSS_HEAD, RECALL_HEADS
 from studies.run import main
 
@@ -36,7 +36,7 @@ def mqar_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         "root": root,
         "url": url,
         "study": study,
-        "trials": study.get_trials() + repeats_trials(study),  # the search's, then its seed repeats
+        "trials": trials_with_repeats(study),  # the search's, then its seed repeats
         "output": output.getvalue(),
     }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,7 +14,7 @@ from studies.catalogue import LRA_SHARING, get_study
 from studies.engine.options import RunOptions
 from studies.engine.plan import plan
 from studies.engine.queue import queued, trials_counted
-from tests.conftest import SMOKE_STUDY
+from tests.conftest import SMOKE_STUDY, copy_store
 
 
 def test_a_plan_counts_each_family_s_configurations_and_writes_nothing(tmp_path: Path) -> None:
@@ -43,8 +42,7 @@ def test_a_plan_counts_each_family_s_configurations_and_writes_nothing(tmp_path:
 
 def test_a_plan_of_a_stored_study_says_how_much_is_left(smoke_run: dict, tmp_path: Path) -> None:
     store = tmp_path / "store.db"
-    shutil.copy(smoke_run["url"].removeprefix("sqlite:///"), store)
-    url = f"sqlite:///{store}"
+    url = copy_store(smoke_run["url"], store)
     before = store.read_bytes()
     stored = optuna.load_study(study_name=SMOKE_STUDY, storage=url)
     counted, waiting = trials_counted(stored), len(queued(stored))
