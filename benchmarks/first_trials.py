@@ -41,6 +41,7 @@ COSTS = (
     ("tokens_per_s", "tokens/s", "{:.0f}"),
     ("model_flops_utilisation", "MFU", "{:.1%}"),
     ("compile_seconds", "compile s", "{:.1f}"),
+    ("recompiles", "recompiles", "{:d}"),
     ("peak_memory_bytes", "peak GiB", "{:.2f}"),
     ("wall_seconds", "wall s", "{:.1f}"),
 )
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--train-size", type=integer_from(1), help="generated ListOps: fewer training examples (quicker to build)"
     )
+    parser.add_argument("--batch-size", type=integer_from(1), help="examples a step (default: the preset's)")
+    parser.add_argument(
+        "--compile", action=argparse.BooleanOptionalAction, help="torch.compile the models, or not (default: the preset's)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -82,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(preset.task, ListOpsTask):
             parser.error("--train-size applies to generated ListOps only")
         preset = replace(preset, task=replace(preset.task, spec=replace(preset.task.spec, train_size=args.train_size)))
-    if args.steps is not None:
-        preset = replace(preset, train=replace(preset.train, steps=args.steps))
+    chosen = {"steps": args.steps, "batch_size": args.batch_size, "compile": args.compile}
+    preset = replace(preset, train=replace(preset.train, **{k: v for k, v in chosen.items() if v is not None}))
     cache_dir = default_cache_dir().resolve()
     preset.task.load(cache_dir)  # built once, as the driver does
     print(f"{args.study} {preset.name}: {preset.task.describe()}; {preset.train}", flush=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check that needs a CUDA GPU, in one run of a few minutes: the GPU tests, the padded
-# attention kernels, a `full`-preset study's first trials (bf16, torch.compile) and the
-# whole-model training step. Run from the repository root, with the project installed:
+# attention kernels, a `full`-preset study's first trials (bf16; compiled, eager, and eager with
+# larger steps; TORCH_LOGS=recompiles names any recompile) and the whole-model training step. Run from the repository root, with the project installed:
 #
 #     bash benchmarks/gpu.sh [LOG]        # LOG (default runs/gpu-check.log) keeps the whole output
 #     PYTHON=.venv/bin/python bash benchmarks/gpu.sh   # another interpreter than python3
@@ -10,7 +10,7 @@
 set -uo pipefail
 log=${1:-runs/gpu-check.log}
 mkdir -p "$(dirname "$log")"
-export PYTHONUNBUFFERED=1 HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1
+export PYTHONUNBUFFERED=1 HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TORCH_LOGS=${TORCH_LOGS-recompiles}
 python=${PYTHON:-python3}
 status=0
 
@@ -30,8 +30,12 @@ part() {  # part SECONDS TITLE COMMAND...: run one check, note its exit status a
     "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
     part 150 "GPU tests" "$python" -m pytest -q -p no:cacheprovider tests/gpu tests/trainers/test_segments.py
     part 60 "padded attention kernels" "$python" -m benchmarks.padded_attention --lengths 1024 2048 4096
-    part 330 "full preset, first trials" "$python" -m benchmarks.first_trials lra_sharing --preset full --trials 3 \
-        --steps 600 --train-size 4000
+    # The real trial loop, one process for three families as a reused Ray worker runs them, compiled and eager
+    # (the same configurations: the sampler is seeded), then eager with four times the examples a step.
+    trials=(-m benchmarks.first_trials lra_sharing --preset full --trials 3 --train-size 2000)
+    part 200 "full preset, first trials, compiled" "$python" "${trials[@]}" --steps 200 --compile
+    part 120 "full preset, first trials, eager" "$python" "${trials[@]}" --steps 200 --no-compile
+    part 120 "full preset, first trials, eager, batch 128" "$python" "${trials[@]}" --steps 100 --no-compile --batch-size 128
     part 150 "training step, padded, eager bf16" "$python" -m benchmarks.train_step --lengths 1024 4096 --padded
     part 200 "training step, padded, compiled bf16" "$python" -m benchmarks.train_step --lengths 2048 --padded --compile \
         --only "damcha r16 g2 stack"

@@ -52,7 +52,9 @@ EXAMPLES_PER_S = "examples_per_s"
 TOKENS_PER_S = "tokens_per_s"
 FLOPS_PER_S = "flops_per_s"
 MODEL_FLOPS_UTILISATION = "model_flops_utilisation"
-COMPILE_SECONDS = "compile_seconds"  # time ``torch.compile`` took, where it compiled
+COMPILE_SECONDS = "compile_seconds"  # time ``torch.compile`` took, where it compiled (kept out of the throughputs)
+COMPILED_GRAPHS = "compiled_graphs"  # graphs ``torch.compile`` compiled for the trial (compiled trials only)
+RECOMPILES = "recompiles"  # of those, graphs compiled after the trial's warm-up: 0 where its batch shapes held
 PEAK_MEMORY_BYTES = "peak_memory_bytes"
 WALL_SECONDS = "wall_seconds"  # the training's wall time, evaluations included
 DEVICE = "device"  # the device it trained on, by name
@@ -74,6 +76,8 @@ REPORTED = (  # what a trial's last report holds besides its value, recorded as 
     FLOPS_PER_S,
     MODEL_FLOPS_UTILISATION,
     COMPILE_SECONDS,
+    COMPILED_GRAPHS,
+    RECOMPILES,
     PEAK_MEMORY_BYTES,
     WALL_SECONDS,
     DEVICE,

@@ -21,15 +21,19 @@ from torch import Tensor, nn
 from common.outputs import CHOSEN_COMPILE_CACHE, COMPILE_CACHE_DIR, COMPILE_CACHE_VARIABLE
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, model_flops
-from trainers.data.batches import iterate_batches, iterate_pair_batches
+from trainers.data.batches import FixedShape, iterate_batches, iterate_pair_batches, rows_vary_in_length
 from trainers.data.recall import IGNORE
 from trainers.knob_declarations import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
 from trainers.precisions import PRECISIONS
-from trainers.torch_internals import set_compile_threads
+from trainers.torch_internals import compiled_graphs, fail_at_recompile_limit, recompile_limit_hit, set_compile_threads
 
 COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
+# A GPU trial's batches are built ahead by this many loader processes: at LRA lengths one took
+# 7.5-12.6 ms a batch, about as long as a step of a small model on an H200.
+LOADER_WORKERS = 2
+COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests set aot_eager: the same graphs, compiled in a fraction of the time)
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
 
@@ -124,16 +128,39 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _batches(split, config: ModelConfig, batch_size: int, *, seed: int, shuffle: bool) -> Iterator[dict[str, Tensor]]:
+def _batches(
+    split,
+    config: ModelConfig,
+    batch_size: int,
+    *,
+    seed: int,
+    shuffle: bool,
+    shape: FixedShape | None = None,
+    share: tuple[int, int] = (0, 1),
+) -> Iterator[dict[str, Tensor]]:
+    """A pass's batches (``trainers.data.batches``), in the fixed shape where one is given."""
     iterate = iterate_pair_batches if config.architecture == "pair" else iterate_batches
-    return iterate(split, batch_size, seed=seed, shuffle=shuffle)
+    batches = iterate(split, batch_size, seed=seed, shuffle=shuffle, share=share)
+    return batches if shape is None else map(shape.fit, batches)
 
 
-def _endless_batches(split, config: ModelConfig, batch_size: int, seed: int) -> Iterator[dict[str, Tensor]]:
-    """Training batches, epoch after epoch, each epoch in its own seeded order."""
+def _endless_batches(
+    split, config: ModelConfig, batch_size: int, seed: int, shape: FixedShape | None = None, share: tuple[int, int] = (0, 1)
+) -> Iterator[dict[str, Tensor]]:
+    """Training batches, epoch after epoch, each epoch in its own seeded order.
+
+    Args:
+        share: ``(k, n)``: batches k, k + n ... of the endless sequence (the k-th of n loader workers),
+            counted across epochs, so that n workers taken in turn give the one worker's order.
+    """
+    worker, workers = share
+    per_epoch = -(-split.num_rows // batch_size)  # every sorting window but the last holds whole batches
     epoch = 0
     while True:
-        yield from _batches(split, config, batch_size, seed=seed * 100_003 + epoch, shuffle=True)
+        first = (worker - epoch * per_epoch) % workers
+        yield from _batches(
+            split, config, batch_size, seed=seed * 100_003 + epoch, shuffle=True, shape=shape, share=(first, workers)
+        )
         epoch += 1
 
 
@@ -172,6 +199,10 @@ def use_compile_settings(cache_dir: Path, threads: int) -> None:
 def compiled(model: nn.Module) -> nn.Module:
     """``torch.compile`` with a persistent cache (first compile of a model takes seconds; later ones reuse it).
 
+    The process's compiled code is reset first: a trial's graphs are its own, whatever trials its
+    worker ran before (a reused Ray worker's earlier graphs once took it to the recompile limit).
+    At the limit a trial fails (``RecompileLimitError``) rather than going on uncompiled.
+
     Dynamic shapes: length-bucketed batches change the sequence length from step to step.
     Inductor's coalescing analysis of GPU kernels is off: with dynamic shapes it failed an
     internal assertion compiling DAMCHA on an H200 (PyTorch 2.11), and its own notes say
@@ -179,6 +210,10 @@ def compiled(model: nn.Module) -> nn.Module:
     """
     if not CHOSEN_COMPILE_CACHE:  # torch's own default, which importing it put there, is no one's choice
         os.environ[COMPILE_CACHE_VARIABLE] = str(compile_cache_dir())
+    torch.compiler.reset()
+    fail_at_recompile_limit()
+    if COMPILE_BACKEND != "inductor":  # the tests' quicker backends take no inductor options
+        return torch.compile(model, dynamic=True, backend=COMPILE_BACKEND)
     return torch.compile(model, dynamic=True, options={"triton.coalesce_tiling_analysis": False})
 
 
@@ -213,12 +248,14 @@ def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.
         return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
-def _to(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor | None]:
-    """The batch on ``device``. A padding mask without padding becomes None, so that
-    attention runs without a mask (FlashAttention takes none); it is read on the host, so
+def _to(batch: dict[str, Tensor], device: torch.device, *, keep_masks: bool = False) -> dict[str, Tensor | None]:
+    """The batch on ``device``. A padding mask without padding becomes None (unless ``keep_masks``),
+    so that attention runs without a mask (FlashAttention takes none); it is read on the host, so
     no GPU work waits for it."""
     return {
-        name: None if name.startswith("padding_mask") and bool(tensor.all()) else tensor.to(device, non_blocking=True)
+        name: None
+        if not keep_masks and name.startswith("padding_mask") and bool(tensor.all())
+        else tensor.to(device, non_blocking=True)
         for name, tensor in batch.items()
     }
 
@@ -239,13 +276,17 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device) -> Evaluation:
-    """Accuracy and loss over a split (over labelled positions for the decoder)."""
+def evaluate(
+    model: nn.Module, config: ModelConfig, split, *, batch_size: int, device: torch.device, shape: FixedShape | None = None
+) -> Evaluation:
+    """Accuracy and loss over a split (over labelled positions for the decoder), in batches of the
+    fixed shape where one is given (its added rows and positions count nowhere)."""
     model.eval()
     correct = total = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    for batch in _batches(split, config, batch_size, seed=0, shuffle=False):
-        logits, labels = logits_and_labels(model, config, _to(batch, device))  # (N, C), (N,)
+    keep_masks = shape is not None and shape.keep_masks
+    for batch in _batches(split, config, batch_size, seed=0, shuffle=False, shape=shape):
+        logits, labels = logits_and_labels(model, config, _to(batch, device, keep_masks=keep_masks))  # (N, C), (N,)
         counted = labels != IGNORE
         correct += int((logits.argmax(dim=-1) == labels)[counted].sum())
         total += int(counted.sum())
@@ -262,26 +303,92 @@ def _learning_rate_factor(step: int, config: TrainConfig) -> float:
 
 
 class _TrainBatches(torch.utils.data.IterableDataset):
-    """The endless, seeded training batches, for a ``DataLoader`` that builds them in a worker."""
+    """The endless, seeded training batches, for a ``DataLoader`` that builds them in its workers,
+    each worker its share of them (``_endless_batches``)."""
 
-    def __init__(self, split, config: ModelConfig, batch_size: int, seed: int) -> None:
+    def __init__(self, split, config: ModelConfig, batch_size: int, seed: int, shape: FixedShape | None) -> None:
         super().__init__()
-        self.split, self.config, self.batch_size, self.seed = split, config, batch_size, seed
+        self.split, self.config, self.batch_size, self.seed, self.shape = split, config, batch_size, seed, shape
 
     def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        return _endless_batches(self.split, self.config, self.batch_size, self.seed)
+        worker = torch.utils.data.get_worker_info()
+        share = (0, 1) if worker is None else (worker.id, worker.num_workers)
+        return _endless_batches(self.split, self.config, self.batch_size, self.seed, self.shape, share)
 
 
-def training_batches(split, config: ModelConfig, batch_size: int, seed: int, device: torch.device) -> Iterator[dict[str, Tensor]]:
-    """The training batches. On a GPU a worker process builds them ahead of the step, in pinned
-    memory, so that the GPU does not wait for the CPU; on a CPU they are built in line (a
-    worker would take a core from the trial)."""
+def training_batches(
+    split,
+    config: ModelConfig,
+    batch_size: int,
+    seed: int,
+    device: torch.device,
+    shape: FixedShape | None = None,
+    *,
+    workers: int = LOADER_WORKERS,
+) -> Iterator[dict[str, Tensor]]:
+    """The training batches, in the fixed shape where one is given. On a GPU ``workers`` processes
+    build them ahead of the step, in pinned memory, so that the GPU does not wait for the CPU (the
+    order is one process's); on a CPU they are built in line (a worker would take a core from the trial)."""
+    batches = _TrainBatches(split, config, batch_size, seed, shape)
     if device.type != "cuda":
-        return iter(_TrainBatches(split, config, batch_size, seed))
-    loader = torch.utils.data.DataLoader(
-        _TrainBatches(split, config, batch_size, seed), batch_size=None, num_workers=1, pin_memory=True, prefetch_factor=8
-    )
+        return iter(batches)
+    loader = torch.utils.data.DataLoader(batches, batch_size=None, num_workers=workers, pin_memory=True, prefetch_factor=8)
     return iter(loader)
+
+
+class RecompileLimitError(RuntimeError):
+    """``torch.compile`` reached its recompile limit: the trial would have gone on uncompiled, its
+    throughput no longer the compiled model's, so it stops instead (the message says where and what to do)."""
+
+
+class _Compilation:
+    """A compiled trial's graphs: how many it compiled, and the seconds they took, which its
+    throughput leaves out (the warm-up's, and any step's that compiled a graph)."""
+
+    def __init__(self) -> None:
+        self.start = compiled_graphs()  # other trials' graphs in this process (the count never goes down)
+        self.warmed = self.start
+        self.seconds = 0.0
+
+    def graphs(self) -> int:
+        """Graphs this trial compiled."""
+        return compiled_graphs() - self.start
+
+    def recompiles(self) -> int:
+        """Graphs compiled after the warm-up: none where the fixed shapes hold."""
+        return compiled_graphs() - self.warmed
+
+
+def _warm_up(
+    model: nn.Module,
+    stepped: nn.Module,
+    model_config: ModelConfig,
+    batches: tuple[dict[str, Tensor | None], dict[str, Tensor | None]],
+    precision: str,
+) -> None:
+    """Compile the training and the evaluation graphs before any step is timed: a forward and
+    backward pass on a training batch, a no-grad pass in evaluation mode on an evaluation batch.
+    The weights, the optimizer and the random state are left as they were: the run trains as without it.
+
+    Args:
+        model: The eager module (whose gradients are cleared after).
+        stepped: The compiled model.
+        model_config: The model's configuration.
+        batches: A training batch and an evaluation batch, on the device, in their fixed shapes.
+        precision: The run's precision.
+    """
+    training, evaluation = batches
+    device = next(model.parameters()).device
+    with torch.random.fork_rng():  # the CPU's and every visible GPU's generators
+        with autocast(device, precision):
+            logits, labels = logits_and_labels(stepped, model_config, training)
+            loss = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        stepped.eval()
+        with torch.no_grad(), autocast(device, precision):
+            logits_and_labels(stepped, model_config, evaluation)
+        stepped.train()
 
 
 class _PeakMemory:
@@ -339,10 +446,16 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
             ``flops_per_example`` (forward, at ``max_length``), ``examples_per_s``,
             ``tokens_per_s``, ``flops_per_s`` (model FLOPs of the padded batches, analytic),
             ``model_flops_utilisation`` (of the device's peak; only where the peak is known,
-            i.e. not on CPUs), ``compile_seconds`` (the first step, where
-            ``torch.compile`` compiles; 0 without compile), ``peak_memory_bytes`` (over the
-            run), ``wall_seconds`` and ``device``. The throughputs leave out the first step
-            (compilation, optimizer state), unless it is the only one.
+            i.e. not on CPUs), ``compile_seconds`` (compiling the model's graphs: the warm-up
+            before the first step and any step that compiled; 0 without compile),
+            ``compiled_graphs`` and ``recompiles`` (graphs compiled in all, and after the warm-up;
+            compiled runs only), ``peak_memory_bytes`` (over the run), ``wall_seconds`` and
+            ``device``. The throughputs leave out the first step (optimizer state), unless it is
+            the only one, and every second spent compiling.
+
+    A compiled run's batches take fixed shapes (``trainers.data.batches.FixedShape``) and its
+    graphs are compiled before the first step, so that it compiles a known, small number of
+    graphs (one for training, one for evaluation) and none while it is timed.
 
     Returns:
         The last report's metrics.
@@ -350,7 +463,21 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     Raises:
         NonFiniteLossError: the loss became NaN or infinite (the step is named). On a GPU
             the check waits for the next report, so that no step waits for the GPU.
+        RecompileLimitError: a compiled run reached ``torch.compile``'s recompile limit.
     """
+    try:
+        return _train(model_config, train_config, splits, report)
+    except Exception as error:
+        if train_config.compile and isinstance(error, recompile_limit_hit()):
+            raise RecompileLimitError(
+                f"torch.compile reached its recompile limit in this trial ({error}); it stops rather than train "
+                "uncompiled from here on. TORCH_LOGS=recompiles names the guard that failed; --no-compile trains eagerly"
+            ) from error
+        raise
+
+
+def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report: Report | None) -> TrainResult:
+    """``train``'s work."""
     device = resolve_device(train_config.device)
     if device.type == "cuda" and train_config.precision == "fp32":
         # fp32 matrix products on tensor cores (TF32), as the fp32 peak in trainers.costs assumes.
@@ -365,6 +492,10 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
         validation = validation.select(range(train_config.eval_examples))
     parameters = count_parameters(model)
     stepped = compiled(model) if train_config.compile else model  # `model` stays the eager module (memory steps)
+    compilation = _Compilation() if train_config.compile else None
+    training_shape, evaluation_shape = _fixed_shapes(model_config, train_config, splits) if train_config.compile else (None, None)
+    keep_masks = training_shape is not None and training_shape.keep_masks
+    evaluation_batch = 2 * train_config.batch_size
     static = {
         "parameters": parameters.total,
         "attention_parameters": parameters.attention,
@@ -378,21 +509,32 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
 
     start = time.perf_counter()
     memory = _PeakMemory(device)
-    training_seconds, compile_seconds, after_first = 0.0, 0.0, Work()  # after_first: work after step 1, untimed
+    training_seconds, after_first = 0.0, Work()  # after_first: work after step 1, untimed
     loss_sum, loss_count = torch.zeros((), device=device), 0
     first_bad_step, first_bad_loss = torch.zeros((), dtype=torch.long, device=device), torch.zeros((), device=device)
     peak = peak_flops(device, train_config.precision)
     flops_by_length: dict[int, Flops] = {}
     report_steps = set(train_config.report_steps())
-    batches = training_batches(splits["train"], model_config, train_config.batch_size, train_config.seed, device)
+    batches = training_batches(splits["train"], model_config, train_config.batch_size, train_config.seed, device, training_shape)
     metrics: dict[str, float | int | str | bool] = {}
-    interval_start = time.perf_counter()
+    batch = next(batches)
+    if compilation is not None:
+        evaluated = next(_batches(validation, model_config, evaluation_batch, seed=0, shuffle=False, shape=evaluation_shape))
+        warm_up_start = time.perf_counter()
+        warm_up_batches = (_to(batch, device, keep_masks=keep_masks), _to(evaluated, device, keep_masks=keep_masks))
+        _warm_up(model, stepped, model_config, warm_up_batches, train_config.precision)
+        synchronize()
+        compilation.seconds, compilation.warmed = time.perf_counter() - warm_up_start, compiled_graphs()
+    interval_start, excluded_seconds = time.perf_counter(), 0.0  # excluded: steps that compiled, in this interval
     for step in range(1, train_config.steps + 1):
-        batch = next(batches)
+        batch = batch if step == 1 else next(batches)
+        step_start, graphs_before = time.perf_counter(), compiled_graphs() if compilation else 0
+        # Rows with a label that counts: a fixed shape's added rows (copies of a real one) have none.
+        rows = int((batch["labels"] != IGNORE).reshape(len(batch["labels"]), -1).any(dim=1).sum())
         length = max(mask.shape[1] for name, mask in batch.items() if name.startswith("padding_mask"))
-        batch_tokens = sum(int(mask.sum()) for name, mask in batch.items() if name.startswith("padding_mask"))
-        batch = _to(batch, device)
-        # Step 1 compiles, so it runs the compiled model; memory is measured from step 2 on then.
+        batch_tokens = sum(int(mask[:rows].sum()) for name, mask in batch.items() if name.startswith("padding_mask"))
+        batch = _to(batch, device, keep_masks=keep_masks)
+        # A compiled run's first step runs the compiled model; its memory is measured from step 2 on.
         measured = not (step == 1 and train_config.compile) and memory.wants(length)
         with memory.measuring(optimizer) if measured else contextlib.nullcontext():
             with autocast(device, train_config.precision):
@@ -412,22 +554,30 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
                 raise NonFiniteLossError(float(first_bad_loss), int(bad_step), train_config.steps)
         if length not in flops_by_length:  # bucketed batches repeat few lengths
             flops_by_length[length] = model_flops(model_config, length)
-        done = Work(len(batch["labels"]), batch_tokens, flops_by_length[length].training_step(len(batch["labels"])))
-        if step == 1:  # compilation and optimizer state: kept out of the throughput
-            synchronize()
-            first_step = replace(done, seconds=time.perf_counter() - interval_start)
-            compile_seconds = first_step.seconds if train_config.compile else 0.0
-            interval_start = time.perf_counter()
+        done = Work(rows, batch_tokens, flops_by_length[length].training_step(rows))
+        recompiled = compilation is not None and compiled_graphs() != graphs_before
+        if step == 1 or recompiled:  # optimizer state, or compiling: kept out of the throughput
+            synchronize()  # (on a GPU, a recompiling step's time may hold a few earlier steps' last kernels)
+            elapsed = time.perf_counter() - step_start
+            if recompiled:
+                compilation.seconds += elapsed
+            if step == 1:
+                first_step = replace(done, seconds=elapsed)
+                interval_start = time.perf_counter()
+            else:
+                excluded_seconds += elapsed
         else:
             after_first = after_first.plus(done)
         if step in report_steps:
             synchronize()
-            training_seconds += time.perf_counter() - interval_start
+            training_seconds += time.perf_counter() - interval_start - excluded_seconds
             # Until a step after the first has run, the first is all there is to measure.
             counted = replace(after_first, seconds=training_seconds) if after_first.examples else first_step
             seconds = counted.seconds
             with autocast(device, train_config.precision):
-                evaluation = evaluate(stepped, model_config, validation, batch_size=2 * train_config.batch_size, device=device)
+                evaluation = evaluate(
+                    stepped, model_config, validation, batch_size=evaluation_batch, device=device, shape=evaluation_shape
+                )
             metrics = static | {
                 "step": step,
                 "val_accuracy": evaluation.accuracy,
@@ -438,18 +588,31 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
                 "examples_per_s": counted.examples / seconds,
                 "tokens_per_s": counted.tokens / seconds,
                 "flops_per_s": counted.flops / seconds,
-                "compile_seconds": compile_seconds,
+                "compile_seconds": compilation.seconds if compilation else 0.0,
                 "peak_memory_bytes": memory.peak(),
                 "wall_seconds": time.perf_counter() - start,
             }
             if peak:
                 metrics["model_flops_utilisation"] = counted.flops / seconds / peak
+            if compilation is not None:
+                metrics |= {"compiled_graphs": compilation.graphs(), "recompiles": compilation.recompiles()}
             if step == train_config.steps and "test" in splits:  # held out: scored once, by the trained model
                 with autocast(device, train_config.precision):
-                    test = evaluate(stepped, model_config, splits["test"], batch_size=2 * train_config.batch_size, device=device)
+                    test = evaluate(
+                        stepped, model_config, splits["test"], batch_size=evaluation_batch, device=device, shape=evaluation_shape
+                    )
                 metrics |= {"test_accuracy": test.accuracy, "test_count": test.count, "test_loss": test.loss}
             loss_sum, loss_count = torch.zeros((), device=device), 0
             if report is not None:
                 report(step, metrics)
-            interval_start = time.perf_counter()
+            interval_start, excluded_seconds = time.perf_counter(), 0.0
     return TrainResult(metrics=metrics)
+
+
+def _fixed_shapes(model_config: ModelConfig, train_config: TrainConfig, splits) -> tuple[FixedShape, FixedShape]:
+    """The fixed shapes of a compiled run's training and evaluation batches."""
+    keep_masks = rows_vary_in_length(splits["train"])
+    return (
+        FixedShape(rows=train_config.batch_size, max_length=model_config.max_length, keep_masks=keep_masks),
+        FixedShape(rows=2 * train_config.batch_size, max_length=model_config.max_length, keep_masks=keep_masks),
+    )

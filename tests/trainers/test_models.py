@@ -216,3 +216,40 @@ def test_a_small_embedding_std_starts_a_decoder_near_uniform_guessing() -> None:
     assert first_loss(None) > 2 * uniform
     with pytest.raises(ValueError, match="embedding_std=0 must be > 0"):
         _config(embedding_std=0)
+
+
+# Every family and metric mode, as a study builds them (the authors' layer is row-sum, full rank, post-LayerNorm).
+FAMILIES = {
+    "mha": dict(attention="mha"),
+    "damcha-cross": dict(attention="damcha", metric_mode="cross"),
+    "damcha-mahalanobis": dict(attention="damcha", metric_form="mahalanobis"),
+    "damcha-rowsum": dict(attention="damcha", metric_mode="rowsum", metric_rank=4),
+    "damcha-authors": authors_knobs((16, 24)),
+    "tha": dict(attention="tha"),
+    "dcmha": dict(attention="dcmha", router_rank=2),
+    "colmha": dict(attention="colmha"),
+    "mma": dict(attention="mma", local_window=2),
+    "moa": dict(attention="moa", expert_factor=2),
+}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_under_bf16_autocast_every_family_reaches_the_kernel_with_one_dtype(
+    family: str, causal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q, k and v reach the attention kernel in autocast's dtype, so every family takes the same
+    kernel path (row-sum keys are the LayerNorm's fp32 output, which once chose another)."""
+    seen: list[tuple[torch.dtype, ...]] = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 (SDPA's own signature)
+        seen.append((q.dtype, k.dtype, v.dtype))
+        return kernel(q, k, v, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    knobs = FAMILIES[family] | ({"classifier_causal": True, "pooling": "mean"} if causal else {})
+    model = build_model(_config(**knobs))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(*_batch()).float().sum().backward()
+    assert seen and set(seen) == {(torch.bfloat16,) * 3}

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from trainers.attention.family import AttentionKnobs
 from trainers.attention.mha import MultiHeadAttention
-from trainers.attention.sdpa import fused_attention, merge_heads, split_heads
+from trainers.attention.sdpa import fused_attention, kernel_inputs, merge_heads, split_heads
 from trainers.knob_declarations import knob
 
 ROLES: tuple[str, ...] = ("global", "local", "forward", "backward")
@@ -97,7 +97,7 @@ class MixedRoleAttention(MultiHeadAttention):
         dropout_p = self.attention_dropout()
         if role == "local":  # a band: the one role that needs its own T×T mask
             mask = self.mask(role, q.shape[-2], padding_mask, q.device)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            return F.scaled_dot_product_attention(*kernel_inputs(q, k, v), attn_mask=mask, dropout_p=dropout_p)
         if role == "backward" and not self.causal:  # the present and future: causal on the reversed sequence
             reversed_mask = None if padding_mask is None else padding_mask.flip(-1)
             flipped = (t.flip(-2) for t in (q, k, v))

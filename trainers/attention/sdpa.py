@@ -103,11 +103,33 @@ def fused_attention(
         (nothing downstream reads them: later layers hide padding keys, pooling and losses
         skip padding).
     """
+    q, k, v = kernel_inputs(q, k, v)
     if padding_mask is not None and torch.compiler.is_compiling() and varlen_eligible(q, k, v, dropout_p):
         return varlen_attention(q, k, v, padding_mask, causal=causal, scale=scale)
     mask = attention_mask(padding_mask, q.shape[-2], causal)
     is_causal = causal and mask is None
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+
+
+def kernel_inputs(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Queries, keys and values in the one dtype the kernel runs in: under autocast, autocast's.
+
+    A layer's three inputs can leave autocast in different dtypes (the row-sum mode's keys are
+    the LayerNorm's output, which autocast keeps in fp32). SDPA would cast them itself, but the
+    choice of kernel (``varlen_eligible``) reads them before: one dtype gives every family the
+    same kernel path, and a compiled model one set of guards.
+
+    Args:
+        q, k, v: (B, H, T, e) each.
+
+    Returns:
+        The three, cast to autocast's dtype where autocast is on for their device; as given otherwise.
+    """
+    device = q.device.type
+    if not torch.is_autocast_enabled(device):
+        return q, k, v
+    dtype = torch.get_autocast_dtype(device)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
 def varlen_eligible(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
