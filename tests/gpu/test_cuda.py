@@ -156,3 +156,15 @@ def test_compiled_bf16_training_compiles_its_graphs_once_and_reports_gpu_costs(t
     assert last["peak_memory_bytes"] > 0 and last["examples_per_s"] > 0
     if "model_flops_utilisation" in last:  # a known part
         assert 0 < last["model_flops_utilisation"] < 1
+
+
+@pytest.mark.parametrize("knobs", [dict(attention="mha"), authors_knobs((32, 48))], ids=["mha", "damcha-authors"])
+def test_a_compiled_padded_model_is_one_graph(knobs: dict) -> None:
+    """No graph break in a padded batch's forward pass (asking the device's capability in traced code
+    once broke it at every attention layer)."""
+    config = ModelConfig(vocab_size=20, num_classes=3, max_length=T, d_model=128, num_heads=2, mlp_width=128, **knobs)
+    model = build_model(config).to(CUDA)
+    tokens = torch.randint(2, 20, (B, T), device=CUDA)  # (B, T)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        explanation = torch._dynamo.explain(model)(tokens, _padding_mask())
+    assert explanation.graph_break_count == 0, explanation.break_reasons

@@ -146,9 +146,15 @@ def varlen_eligible(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> bool:
         and width % 8 == 0
         and width <= VARLEN_MAX_WIDTH
         and dropout_p == 0.0
-        and torch.backends.cuda.flash_sdp_enabled()
-        and torch.cuda.get_device_capability(q.device) >= (8, 0)  # FlashAttention's GPUs: Ampere on
+        and _flash_attention_on(q.get_device())
     )
+
+
+@torch.compiler.assume_constant_result
+def _flash_attention_on(device_index: int) -> bool:
+    """Whether FlashAttention is enabled and the GPU has it (Ampere on). A constant to ``torch.compile``:
+    asking the device's capability in traced code broke the graph at every attention layer (an H200, PyTorch 2.11)."""
+    return torch.backends.cuda.flash_sdp_enabled() and torch.cuda.get_device_capability(device_index) >= (8, 0)
 
 
 def segment_offsets(padding_mask: Tensor) -> Tensor:
