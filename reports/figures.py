@@ -89,6 +89,17 @@ def families(frame: pd.DataFrame) -> dict[str, str]:
     return {family: colors[family] for family in present}
 
 
+def _splits_axis(measured: Quality, configs: pd.DataFrame | None) -> str:
+    """The Pareto figures' value axis, naming each split it shows: the search runs' validation values and, where
+    fresh seeds were trained, their test values (the diamonds)."""
+    if configs is None or configs.empty or not (configs["seeds"] > 0).any():
+        return measured.label
+    judged = configs.loc[configs["seeds"] > 0, "judged_on"]
+    if (judged != "test").all():
+        return f"{measured.label} (search runs; diamonds: fresh seeds)"
+    return f"{measured.label} (search runs) · {measured.test_label} (diamonds: fresh seeds)"
+
+
 def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame | None = None) -> go.Figure:
     """The study's first objective against one cost: each family's search runs and its front (the baseline's dashed,
     crosses), and each configuration with fresh seeds (``configs``: ``configurations``) as one diamond at its
@@ -162,7 +173,9 @@ def pareto_figure(frame: pd.DataFrame, x: str, title: str, configs: pd.DataFrame
                         hoverinfo="text",
                     )
                 )
-    figure.update_layout(title=plain(title), xaxis_title=AXES[x], yaxis_title=plain(measured.label), xaxis_type="log", **LAYOUT)
+    figure.update_layout(
+        title=plain(title), xaxis_title=AXES[x], yaxis_title=plain(_splits_axis(measured, configs)), xaxis_type="log", **LAYOUT
+    )
     if pd.notna(low):
         figure.update_yaxes(range=[low, high])
     return figure

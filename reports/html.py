@@ -60,7 +60,9 @@ def _cell(value: object) -> str:
     if isinstance(value, dict):
         return _table(value) if value else "-"
     if isinstance(value, list | tuple):
-        return html.escape(", ".join(map(str, value))) if value else "-"
+        return html.escape(", ".join(map(_cell, value))) if value else "-"
+    if isinstance(value, float):  # a reader's number, not a float's every digit
+        return f"{value:.4g}"
     return html.escape("-" if value is None else str(value))
 
 
@@ -130,6 +132,8 @@ def report_html(
 <title>{html.escape(name)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(name)}</h1>
 <p class="question">{html.escape(str(attributes.get("question", "")))}</p>
+<h2>Verdict</h2>
+<div class="wide">{table_html(verdict_frame(results), "Nothing compared yet: the sentence below says why.")}</div>
 <p class="headline">{html.escape(answer.sentence)}</p>
 <p>{html.escape(str(attributes.get(record.RELIABILITY, "How sure: not recorded (a store this product did not write).")))}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}

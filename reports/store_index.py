@@ -18,6 +18,7 @@ import pandas as pd
 from common.naming import unknown_name_message
 from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
+from reports.tables import verdict_text
 from storage import masked_url, record
 from storage.repeats_study import is_repeats_study, trials_with_repeats
 
@@ -110,7 +111,13 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
         for family, counted in families.items():
             lines.append(f"  {family}: {sum(counted.values())} ({_counts(counted, _STATES)})")
         verdict = summary.user_attrs.get(record.VERDICT)
-        lines.append(f"  verdict: {verdict}" if verdict else "  verdict: none recorded (the run has not finished)")
+        if not verdict:
+            lines.append("  verdict: none recorded (the run has not finished)")
+            continue
+        lines.append("  verdict:")
+        if table := verdict_text(summary.user_attrs.get(record.VERDICT_TABLE) or [], indent="    "):  # older stores: none
+            lines.append(table)
+        lines.append(f"    {verdict}")
     return "\n".join(lines)
 
 

@@ -8,16 +8,17 @@ import optuna
 import pandas as pd
 
 from reports.results import StudyResults
-from reports.results.configurations import headline_figure, knob_text
+from reports.results.configurations import headline_figure, knobs_text
 from reports.results.frame import knob_columns
 from reports.results.names import INFEASIBLE
 from reports.results.quality import Quality, quality
+from reports.tables import verdict_frame, verdict_text
 from storage import record
 
 
 def _configuration(row: pd.Series, knobs: list[str], measured: Quality) -> str:
     """A compared configuration in one line: family, its headline figure, its search run, FLOPs, knobs."""
-    shown = " ".join(f"{name}={knob_text(row[name])}" for name in knobs if name != "attention" and knob_text(row.get(name)))
+    shown = knobs_text(row, knobs)
     point = f" ({row[record.POINT]})" if isinstance(row.get(record.POINT), str) else ""
     search = f"search run {row['number']}: {measured.shown(row['search_value'])} {measured.label}"
     return f"{row[record.FAMILY]}{point}: {headline_figure(row, measured)}; {search}; {row[record.FLOPS]:.3g} FLOPs; {shown}"
@@ -36,7 +37,10 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
     lines.append(
         "  trials: " + ", ".join(f"{counts.get(s, 0)} {s.lower()}" for s in ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING"))
     )
-    lines.append(f"  verdict: {study.user_attrs.get(record.VERDICT, results.verdict.sentence)}")
+    lines.append("  verdict:")
+    if table := verdict_text(verdict_frame(results), indent="    "):
+        lines.append(table)
+    lines.append(f"    {study.user_attrs.get(record.VERDICT, results.verdict.sentence)}")
     if reliability := study.user_attrs.get(record.RELIABILITY):
         lines.append(f"  {reliability}")
     compared = [row for c in results.verdict.comparisons for row in (c.baseline, c.candidate)]

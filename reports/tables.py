@@ -14,8 +14,8 @@ import math
 import pandas as pd
 
 from reports.results import StudyResults
-from reports.results.configurations import headline_figure, headline_value, knob_text
-from reports.results.frame import compared_knobs, search_runs
+from reports.results.configurations import headline_value, knob_text, knobs_text
+from reports.results.frame import compared_knobs, knob_columns, search_runs
 from reports.results.fronts import family_fronts
 from reports.results.quality import quality
 from reports.results.verdict import Comparison, duplicates
@@ -138,38 +138,94 @@ def _number(value: float, decimals: int) -> str:
 
 
 def verdict_frame(results: StudyResults) -> pd.DataFrame:
-    """The verdict's comparisons, one row each: what was compared, the difference with its interval and test.
+    """The verdict as a table, one row per comparison: what was compared at what cost, both figures, the gap with
+    its interval, the adjusted p and the answer in words. The report, the run's summary and ``reports list``
+    open with it; the sentence follows for those who want it.
 
     Returns:
-        Columns ``compared``, ``against``, ``FLOPs ratio``, ``candidate``, ``baseline`` (their headline
-        figures), ``difference``, ``95% CI``, ``test``, ``Holm-adjusted p``, ``significant``, ``answer``
-        (better, worse, same, undetermined) and the two one-sided tests' Holm-adjusted p. Empty
-        when the verdict compares nothing (its sentence says why).
+        Columns ``compared`` (family or named point), ``configuration`` (its knobs), ``against`` (the
+        baseline's family and trial), ``FLOPs ratio``, ``its figure`` and ``baseline's figure`` (headline
+        figures' numbers: fresh-seed mean [95% CI]), ``judged on`` (their split and seeds), ``gap [95% CI]`` (in
+        accuracy points or the metric's unit), ``Holm-adjusted p``, ``test`` and ``answer`` (``answer_in_words``). Empty when the
+        verdict compares nothing (its sentence says why).
     """
+    knobs = knob_columns(results.frame)
     rows = []
     for comparison in _said_once(results.verdict.comparisons):
-        measured = comparison.quality
+        measured, candidate, baseline = comparison.quality, comparison.candidate, comparison.baseline
         low, high = comparison.interval
-        test = comparison.test
+        decimals = measured.decimals
+        gap = _number(comparison.difference, decimals)
         rows.append(
             {
                 "compared": comparison.family,
-                "against": f"{comparison.baseline[record.FAMILY]} (trial {comparison.baseline['number']})",
-                "FLOPs ratio": f"{comparison.candidate[record.FLOPS] / comparison.baseline[record.FLOPS]:.2f}",
-                "candidate": headline_figure(comparison.candidate, measured),
-                "baseline": headline_figure(comparison.baseline, measured),
-                "difference": _number(comparison.difference, 1),
-                "95% CI": "" if math.isnan(low) else f"{low:+.1f} to {high:+.1f}",
-                "test": test.name if test else "none (no fresh seeds: search runs, uncorrected)",
+                "configuration": knobs_text(candidate, knobs),
+                "against": f"{baseline[record.FAMILY]} (trial {baseline['number']})",
+                "FLOPs ratio": f"{candidate[record.FLOPS] / baseline[record.FLOPS]:.2f}",
+                "its figure": headline_value(candidate, measured),
+                "baseline's figure": headline_value(baseline, measured),
+                "judged on": _judged_on(comparison),
+                "gap [95% CI]": gap if math.isnan(low) else f"{gap} [{low:+.{decimals}f}, {high:+.{decimals}f}]",
                 "Holm-adjusted p": "" if math.isnan(comparison.adjusted_p) else f"{comparison.adjusted_p:.3g}",
-                "significant": "yes" if comparison.significant else "no",
-                "answer": comparison.answer,
-                "same within the margin: TOST Holm-adjusted p": (
-                    "" if math.isnan(comparison.equivalence_p) else f"{comparison.equivalence_p:.3g}"
-                ),
+                "test": comparison.test.name if comparison.test else "none: no fresh seeds (search runs, uncorrected)",
+                "answer": answer_in_words(comparison),
             }
         )
     return pd.DataFrame(rows)
+
+
+GLANCE_COLUMNS = (
+    "compared",
+    "FLOPs ratio",
+    "its figure",
+    "baseline's figure",
+    "judged on",
+    "gap [95% CI]",
+    "Holm-adjusted p",
+    "answer",
+)
+
+
+def _judged_on(comparison: Comparison) -> str:
+    """What the two figures measure: the split and the seeds (``test accuracy, 6 fresh seeds each``), or the
+    search runs' validation values where no fresh seed was trained."""
+    measured, candidate, baseline = comparison.quality, comparison.candidate, comparison.baseline
+    if comparison.test is None:
+        return f"{measured.label}, the selected search runs"
+    split = measured.test_label if candidate["judged_on"] == "test" else measured.label
+    seeds = {int(candidate["seeds"]), int(baseline["seeds"])}
+    return f"{split}, {seeds.pop()} fresh seeds each" if len(seeds) == 1 else f"{split}, {min(seeds)}-{max(seeds)} fresh seeds"
+
+
+def verdict_text(rows: list[dict[str, str]] | pd.DataFrame, indent: str = "  ") -> str:
+    """The verdict table for a terminal: ``GLANCE_COLUMNS`` of its rows (``verdict_frame``'s, or as stored in a
+    study's ``verdict_table`` attribute), left-aligned, one line each; empty when there are none."""
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return ""
+    table = table[[column for column in GLANCE_COLUMNS if column in table.columns]]
+    widths = {column: max(len(column), *(len(str(value)) for value in table[column])) for column in table.columns}
+    lines = ["  ".join(column.ljust(widths[column]) for column in table.columns)]
+    lines += ["  ".join(str(row[column]).ljust(widths[column]) for column in table.columns) for _, row in table.iterrows()]
+    return "\n".join(indent + line.rstrip() for line in lines)
+
+
+def answer_in_words(comparison: Comparison) -> str:
+    """A comparison's answer as a reader wants it: ``better``, ``worse``, ``the same within ±1.0 points``, or
+    ``undetermined`` with the seeds that would decide it (or why nothing was tested)."""
+    measured = comparison.quality
+    if comparison.test is None:
+        return "undetermined: no fresh seeds, search runs only"
+    if comparison.answer in ("better", "worse"):
+        return comparison.answer
+    unit = "points" if measured.percent else measured.unit
+    margin = None if measured.margin is None else f"±{measured.scaled(measured.margin):.{measured.decimals}f} {unit}"
+    if comparison.answer == "same":
+        return f"the same within {margin}"
+    needed = comparison.seeds_needed
+    if needed:
+        return f"undetermined: about {needed} seeds in all would decide it"
+    return "undetermined" if margin is None else f"undetermined: neither a difference nor the same within {margin}"
 
 
 def verdict_data(results: StudyResults) -> pd.DataFrame:

@@ -140,6 +140,12 @@ def headline_value(row: pd.Series, measured: Quality) -> str:
     return f"{measured.shown(row['mean'])}{interval}"
 
 
+def knobs_text(row: pd.Series, knobs: list[str]) -> str:
+    """A configuration's knobs in one line, ``d_model=64 num_heads=4 ...`` (the family's ``attention`` and the
+    knobs it lacks left out)."""
+    return " ".join(f"{name}={knob_text(row[name])}" for name in knobs if name != "attention" and knob_text(row.get(name)))
+
+
 def knob_text(value: object) -> str:
     """A value for a table: blank where there is none (a knob the family lacks), 4 not 4.0 (pandas widens ints)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -110,6 +110,11 @@ class CheckedRun:
     fix: dict[str, Value] = field(default_factory=dict)  # every --fix value, as its knob reads it (``read_fix``)
     study_name: str = ""  # the Optuna study's name (``store_name``): re-running the same command resumes it
 
+    def trials_per_family(self, families: int) -> str:
+        """Each family's share of the search in whole trials: ``9 or 10`` for 28 trials over 3 families."""
+        fewest, rest = divmod(self.trials, families)
+        return f"{fewest}" if not rest else f"{fewest} or {fewest + 1}"
+
 
 def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[SearchSpace, dict[str, Value]]:
     """Check the user's ``--fix`` values and apply them.

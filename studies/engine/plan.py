@@ -201,8 +201,7 @@ def plan(study: Study, options: RunOptions) -> Plan:
     lines.append(f"data: {described}; {where}cached in {Path(cache)}")
 
     per_family = _candidates(study, run)
-    fewest, rest = divmod(run.trials, len(study.families))
-    share = f"{fewest}" if not rest else f"{fewest} or {fewest + 1}"  # whole trials: 28 over 3 families is 9 or 10
+    share = run.trials_per_family(len(study.families))
     if preset.exhaustive_seeds:
         lines.append(f"search: every configuration {preset.exhaustive_seeds} times, {run.trials} trials, none stopped early")
     else:

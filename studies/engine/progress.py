@@ -43,7 +43,10 @@ _IMPORTED = time.monotonic()
 
 
 def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
-    """``trials 3/12 done · 2 running · best acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte).
+    """``trials 3/12 done · 2 running · best val acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte).
+
+    The best value is the search's, on the validation split, and named so; the seed repeats' phase shows none
+    (its trials are judged on the test split, by the means the verdict compares, not by a best single one).
 
     Args:
         ledger: The phase's ledger.
@@ -56,9 +59,13 @@ def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     eta = "--:--" if seconds is None else clock(seconds)
     then = f" (then up to {ledger.then} repeats)" if ledger.then else ""
-    return (
-        f"trials {done}/{ledger.total} done{then} · {running} running · best {name} {best} · {clock(elapsed)} elapsed · ETA {eta}"
-    )
+    searching = ledger.study is ledger.search
+    if seconds and not searching:  # the repeats' ETA rests on the search's times: at what pace, said
+        pace = repeat_pace(ledger)
+        eta += " from the search's trial times" if pace is None else f" at {pace:.2g}x the search's trial times"
+    what = f"trials {done}/{ledger.total} done{then}" if searching else f"seed repeats {done}/{ledger.total} done"
+    best_part = f" · best val {name} {best}" if searching else ""
+    return f"{what} · {running} running{best_part} · {clock(elapsed)} elapsed · ETA {eta}"
 
 
 def eta_seconds(
@@ -73,8 +80,10 @@ def eta_seconds(
     closing summary and report. A seed repeat queued or running counts at the wall time of the search trial it
     repeats (at full length); one expected after the search at ``expected_repeats``' time (default: ``ledger.then`` of
     them at the mean wall time of this run's trials scaled to full length: a repeat never stops early); any other
-    trial at that mean as measured. None before a trial has ended. Never more than the previous ETA less the time
-    since, unless trials were added; at least a second while any is left.
+    trial at that mean as measured. A seed repeat's time is scaled by the pace this phase's finished repeats kept
+    against their search trials' times (``repeat_pace``: a loaded machine ran them 2-3x slower). None before a trial
+    has ended. Between two trials' endings never more than the previous ETA less the time since (a trial's end
+    may raise it: what was measured changed); at least a second while any is left.
 
     Args:
         previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown.
@@ -91,14 +100,14 @@ def eta_seconds(
     mean = sum(trial.seconds for trial in timed) / len(timed)
     full_length = sum(trial.seconds * steps / trial.step if trial.step else trial.seconds for trial in timed) / len(timed)
     in_phase = ledger.total - ledger.finished_count()
-    known = _repeat_seconds(ledger)[:in_phase]
+    known = [seconds * (repeat_pace(ledger) or 1.0) for seconds in _repeat_seconds(ledger)[:in_phase]]
     phase = known + [mean] * (in_phase - len(known))
     after = list(expected_repeats) if expected_repeats is not None else [full_length] * ledger.then
     estimate = packed_seconds(sum(phase), len(phase), concurrency) + packed_seconds(sum(after), len(after), concurrency)
     estimate += MEASURED_OVERHEADS.closing + (MEASURED_OVERHEADS.phase if after else 0.0)
     if previous is not None:
         shown_at, left_then, eta_then = previous
-        if left <= left_then:  # no work was added: the clock only runs down
+        if left == left_then:  # no trial ended and none was added: the clock only runs down
             estimate = min(estimate, eta_then - (elapsed - shown_at))
     return max(estimate, 1.0)
 
@@ -132,6 +141,21 @@ def _full_length_seconds(trial: FrozenTrial, steps: int) -> float | None:
     """A search trial's wall time scaled to ``steps`` from the last step it reached (it may have stopped early)."""
     wall, reached = trial.user_attrs.get(record.WALL_SECONDS), trial.user_attrs.get(record.REACHED_STEP)
     return float(wall) * steps / int(reached) if wall is not None and reached else None
+
+
+def repeat_pace(ledger: Ledger) -> float | None:
+    """How much longer this phase's finished seed repeats took than the search trials they repeat (at full
+    length): their wall seconds' sum over those trials'; None before one has ended."""
+    originals = ledger.search.get_trials(deepcopy=False)
+    steps = ledger.preset.train.steps
+    pairs = [
+        (trial.seconds, expected)
+        for trial in ledger.endings
+        if trial.repeat_of is not None
+        and trial.seconds is not None
+        and (expected := _full_length_seconds(originals[trial.repeat_of], steps))
+    ]
+    return sum(taken for taken, _ in pairs) / sum(expected for _, expected in pairs) if pairs else None
 
 
 def _repeat_seconds(ledger: Ledger) -> list[float]:

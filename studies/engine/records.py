@@ -100,7 +100,7 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
         {
             "trials": run.trials,
             "families": families,
-            "trials_per_family": run.trials / len(families),
+            "trials_per_family": run.trials_per_family(len(families)),  # words, as the plan says it: "9 or 10"
             "fresh_seeds_per_repeated_configuration": run.repeat_seeds,
             "fresh_seeds_after_each_look": list(preset.repeat_looks(run.repeat_seeds)),
             "steps_per_trial": preset.train.steps,

@@ -18,6 +18,7 @@ from reports.html import write_report
 from reports.results import StudyResults
 from reports.results.frame import outcome
 from reports.summary import summary
+from reports.tables import verdict_frame
 from storage import (
     StudyLock,
     masked_url,
@@ -153,6 +154,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
 
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
         optuna_study.set_user_attr(record.VERDICT, results.verdict.sentence)
+        optuna_study.set_user_attr(record.VERDICT_TABLE, verdict_frame(results).to_dict("records"))
         try:
             write_report(optuna_study, report, run.url, results=results)
         except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page

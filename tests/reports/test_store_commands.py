@@ -90,7 +90,13 @@ def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smok
     for family in families:
         count = sum(t.user_attrs["family"] == family for t in trials)
         assert f"  {family}: {count} (" in listed
-    assert f"  verdict: {study.user_attrs['verdict']}" in listed
+    verdict = listed[listed.index(f"{SMOKE_STUDY}:") :]
+    verdict = verdict[verdict.index("  verdict:\n") :].splitlines()
+    assert verdict[1].split()[0] == "compared"  # the table first, a row per comparison, then the sentence
+    rows = study.user_attrs["verdict_table"]
+    for line, row in zip(verdict[2 : 2 + len(rows)], rows, strict=True):
+        assert line.strip().startswith(row["compared"]) and row["answer"] in line
+    assert verdict[2 + len(rows)] == f"    {study.user_attrs['verdict']}"
     assert "lra_sharing-quick-v6: 0 trials\n  verdict: none recorded" in listed
     with pytest.raises(SystemExit) as exited:
         main(["list", "--storage", url, "--csv", str(tmp_path)])  # list writes nothing

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import optuna
+
 from studies.catalogue import LRA_SHARING
 from studies.engine.progress import eta_seconds, expected_repeat_seconds, finished_line, progress_line
 from studies.engine.queue import PlannedTrial, enqueue
@@ -51,7 +53,7 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     first = ledger.ask("ray-0")["number"]
     ledger.finish(first, report(60, final=True), None)  # one trial of 1.5 s done: 3 + the repeats left
     line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
-    assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running")
+    assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running · best val acc 0.600 · ")
     assert line.endswith(f"ETA 00:{int(1.5 * (3 + ahead) + NEXT_PHASE + CLOSING):02d}")  # the repeats' workers, the report
 
 
@@ -78,19 +80,22 @@ def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
     assert finished_line(ledger.endings[0], ledger).startswith(f"trial {number} · {point.family} ({point.label}) · ")
 
 
-def test_the_eta_never_rises_while_no_work_is_added_and_reads_0_only_when_nothing_is_left(tmp_path: Path) -> None:
+def test_between_endings_the_eta_only_runs_down_an_ending_re_estimates_it_and_0_means_nothing_left(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 3)
     numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
     ledger.finish(numbers[0], report(60, final=True), None)  # 1.5 s
     first = eta_seconds(ledger, 1)
     assert first == 1.5 * 2 + CLOSING
-    slow = report(60, final=True) | {"wall_seconds": 30.0}
-    ledger.finish(numbers[1], slow, None)  # the mean grows to 15.75 s: an estimate of 15.75 s for the one left
-    assert eta_seconds(ledger, 1) == 15.75 + CLOSING  # without the last line shown
     assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == first - 1  # shown a second ago: 1 s less
     assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=30.0) == 1.0  # overdue: a second, not 0
-    ledger.total += 2  # work was added (a retry): the estimate may rise again
-    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 15.75 * 3 + CLOSING
+    slow = report(60, final=True) | {"wall_seconds": 30.0}
+    ledger.finish(numbers[1], slow, None)  # the mean grows to 15.75 s: an estimate of 15.75 s for the one left
+    # A trial ended: the estimate is what was measured, above the last one shown (which the slow trial proved wrong).
+    assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 15.75 + CLOSING
+    again = eta_seconds(ledger, 1, previous=(11.0, 1, 15.75 + CLOSING), elapsed=14.0)
+    assert again == 15.75 + CLOSING - 3  # and runs down again until the next ending
+    ledger.total += 2  # work was added (a retry): re-estimated too
+    assert eta_seconds(ledger, 1, previous=(11.0, 1, 15.75 + CLOSING), elapsed=14.0) == 15.75 * 3 + CLOSING
     ledger.total -= 2
     ledger.finish(numbers[2], report(60, final=True), None)
     assert eta_seconds(ledger, 1, previous=(10.0, 2, first), elapsed=11.0) == 0.0  # nothing left
@@ -160,3 +165,36 @@ def test_the_repeats_expected_in_the_search_are_those_the_verdict_would_compare_
     assert eta_seconds(ledger, 1, expected_repeats=expected) == sum(expected) + NEXT_PHASE + CLOSING
     ledger.repeat_seeds = 0  # no repeats after this phase: nothing expected
     assert expected_repeat_seconds(ledger) is None
+
+
+def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> None:
+    """On a loaded machine seed repeats ran 2-3x slower than the search trials whose times they were expected to take
+    ("ETA 01:13" with 20 minutes of repeats left): from a quarter of the repeats on, the ETA is within 25% of the time
+    they take, here 3x their search trials' (before, a third of it)."""
+    from studies.engine.progress import repeat_pace
+
+    planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
+    ledger = make_ledger(tmp_path, [planned, replace(planned, params=planned.params | {"num_heads": 4})], 0)
+    steps = ledger.preset.train.steps
+    originals = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    for number in originals:
+        ledger.finish(number, report(steps, final=True), None)  # 1.5 s each
+    for index in range(1, 5):
+        for original in originals:
+            enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[original]), repeat_of=original, repeat_index=index))
+    ledger.total += 8
+    assert repeat_pace(ledger) is None  # no repeat has ended: the search's times, as they are
+    slowed = report(steps, final=True) | {"wall_seconds": 4.5}
+    for done in range(1, 9):
+        ledger.finish(ledger.ask(f"ray-r{done}")["number"], slowed, None)
+        left = 4.5 * (8 - done) + (CLOSING if done < 8 else 0.0)
+        if done >= 2:  # a quarter of the repeats on
+            assert abs(eta_seconds(ledger, 1) - left) <= 0.25 * left, done
+        if done == 4:  # the line of a phase of repeats (its ledger's search study another's) says the pace, and no best
+            searching = ledger.search
+            ledger.search = optuna.load_study(study_name=ledger.study.study_name, storage=ledger.storage)
+            line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
+            assert line.startswith("seed repeats 6/10 done · 0 running · 00:10 elapsed · ETA ")
+            assert line.endswith(" at 3x the search's trial times") and "best" not in line
+            ledger.search = searching
+    assert repeat_pace(ledger) == 3.0

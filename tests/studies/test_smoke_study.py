@@ -144,10 +144,25 @@ def test_seed_repeats_rerun_what_the_verdict_compares_to_completion_and_are_judg
 def test_summary_report_and_store_give_one_verdict(smoke_run: dict) -> None:
     import html
 
-    sentence = optuna.load_study(study_name=NAME, storage=smoke_run["url"]).user_attrs[record.VERDICT]
-    assert f"  verdict: {sentence}\n" in smoke_run["output"]
+    study = optuna.load_study(study_name=NAME, storage=smoke_run["url"])
+    sentence, rows = study.user_attrs[record.VERDICT], study.user_attrs[record.VERDICT_TABLE]
+    # The verdict opens with its table, a row per comparison with its answer in words, then the sentence.
+    compared = [row["compared"] for row in rows]
+    assert compared == ["DAMCHA (paper) = authors' configuration", "DAMCHA (cross)"]
+    assert all(
+        row["answer"].split(":")[0] in ("better", "worse", "undetermined") or row["answer"].startswith("the same within ±")
+        for row in rows
+    )
+    assert all(row["judged on"] == "test accuracy, 2 fresh seeds each" for row in rows)
+    output = smoke_run["output"]
+    header, *lines = output[output.index("  verdict:\n") :].splitlines()[1 : 2 + len(rows)]
+    assert header.split()[:2] == ["compared", "FLOPs"]
+    for line, row in zip(lines, rows, strict=True):
+        assert line.strip().startswith(row["compared"]) and row["answer"] in line
+    assert f"    {sentence}\n" in output
     page = report_path(NAME, smoke_run["url"], smoke_run["root"] / REPORTS_DIR).read_text()
-    assert f'<p class="headline">{html.escape(sentence)}</p>' in page
+    assert page.index("<h2>Verdict</h2>") < page.index(f'<p class="headline">{html.escape(sentence)}</p>')
+    assert all(html.escape(row["answer"]) in page for row in rows)
     # beside the verdict, how sure it is: the smoke preset has no replays of a truth table, and says so
     assert f"  {PLUMBING_CHECK}\n" in smoke_run["output"] and html.escape(PLUMBING_CHECK) in page
 
@@ -233,3 +248,20 @@ def test_repeats_a_stopped_run_left_queued_run_when_none_is_due_anew(
     assert "repeating" not in said and f"{len(due)} seed repeats queued earlier (a stopped run's" in said  # none anew
     third = [t for t in linked_repeats(search).get_trials() if t.user_attrs["repeat_index"] == 3]
     assert len(third) == len(due) and all(t.state == TrialState.COMPLETE for t in third)
+
+
+def test_the_report_shows_one_split_per_axis_and_no_raw_float(smoke_run: dict) -> None:
+    """The Pareto figures' value axis names the search runs' validation split and the diamonds' test split (the
+    diamonds once sat on a "validation accuracy" axis); the settings say a family's share in whole trials."""
+    from reports.figures import pareto_figure
+    from reports.results import StudyResults
+
+    results = StudyResults.read(optuna.load_study(study_name=NAME, storage=smoke_run["url"]))
+    searched = results.frame[search_runs(results.frame)]
+    axis = pareto_figure(searched, record.FLOPS, "t", results.configurations).layout.yaxis.title.text
+    assert axis == "validation accuracy (search runs) · test accuracy (diamonds: fresh seeds)"
+    assert pareto_figure(searched, record.FLOPS, "t").layout.yaxis.title.text == "validation accuracy"  # no diamonds
+    page = report_path(NAME, smoke_run["url"], smoke_run["root"] / REPORTS_DIR).read_text()
+    settings = page[page.index("<h2>Settings</h2>") : page.index("<h2>Pareto fronts</h2>")]
+    assert "<th>trials_per_family</th><td>2 or 3</td>" in settings  # the fixture's 8 trials over 3 families
+    assert not re.search(r"\d\.\d{5,}", settings), re.findall(r"\d\.\d{5,}", settings)
