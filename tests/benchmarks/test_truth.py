@@ -552,3 +552,34 @@ def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_le
         seen["settled"] += int((counts == interim).sum())
         seen["continued"] += len(continued)
     assert seen["settled"] and seen["continued"]  # the six studies saw both
+
+
+def test_the_agreement_curve_has_a_point_per_strategy_and_budget_from_the_committed_replays(tmp_path: Path) -> None:
+    """docs/truth.md's figure: each strategy at each budget its share concluding alike, Wilson interval, median hours;
+    replays of another table state or another count of repeat seeds left out; a bad file refused in a sentence."""
+    import pandas as pd
+
+    from benchmarks.truth.curve import curve_info, main
+
+    row = dict(strategy="A", trials=12, repeat_seeds=6, table="t1", concludes=True, search_hours=1.0, sampler_hours=0.0)
+    replays = pd.DataFrame(
+        [row | {"repeat_hours": 0.5}, row | {"concludes": False, "repeat_hours": 1.5}, row | {"trials": 24, "repeat_hours": 1.0}]
+        + [row | {"table": "t0"}, row | {"repeat_seeds": 3}, row | {"strategy": "B"}]
+    )
+    points = curve_info(replays, "t1", 6, only=["A"])
+    assert points[["strategy", "trials", "replays", "concludes", "hours"]].values.tolist() == [
+        ["A", 12, 2, 0.5, 2.0],
+        ["A", 24, 1, 1.0, 2.0],
+    ]
+    assert points.loc[0, "low"] < 0.5 < points.loc[0, "high"] and (
+        points.loc[0, "low"],
+        points.loc[0, "high"],
+    ) == wilson_interval(0.5, 2)
+    page = tmp_path / "curve.html"
+    assert main(["--output", str(page), "--only", "cost band"]) == 0  # the committed replays
+    assert "random untried in the cost band, ASHA per family" in page.read_text()
+    broken = tmp_path / "table.csv"
+    broken.write_text("not a table")
+    replays_file = tmp_path / "table-replays.csv"
+    replays_file.write_text("strategy,seed\nA,0\n")
+    assert main(["--table", str(broken), "--output", str(page)]) == 2

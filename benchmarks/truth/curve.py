@@ -1,0 +1,177 @@
+"""The agreement–time curve as a figure: how often a replayed study concludes as its truth does, against the
+device-hours a study costs, each search strategy over the budgets it was replayed at. It reads the committed
+replays (``python -m benchmarks.truth.compare`` writes them) and replays nothing.
+
+    python -m benchmarks.truth.curve                            # docs/truth-curve.png, as docs/truth.md shows it
+    python -m benchmarks.truth.curve --output curve.html        # the same figure as a page to hover
+    python -m benchmarks.truth.curve --only "cost band"         # those strategies alone
+
+A point is one strategy at one budget (trials, with the preset's repeat seeds): the share of its replays whose
+whole verdict concludes alike (with its 95% Wilson interval) at the median device-hours of a study (search,
+sampler and seed repeats), as docs/truth.md's tables give them; a strategy replayed at several budgets is a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.resolution import wilson_interval
+from benchmarks.truth.compare import replays_path, table_version
+from benchmarks.truth.table import TableError, table_path
+from common.outputs import exit_with
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUTPUT = ROOT / "docs" / "truth-curve.png"
+REPLAY_COLUMNS = ("strategy", "trials", "repeat_seeds", "table", "concludes", "search_hours", "sampler_hours", "repeat_hours")
+
+
+def curve_info(replays: pd.DataFrame, table: str, repeat_seeds: int, only: list[str] | None = None) -> pd.DataFrame:
+    """The figure's points, without plotly (what the tests check).
+
+    Args:
+        replays: Rows of the replays file (``benchmarks.truth.compare.run_replays``).
+        table: The table's content hash: replays of another state of it are left out.
+        repeat_seeds: The fresh seeds a replayed study repeats its compared configurations on.
+        only: Strategies whose name contains one of these (None: every one).
+
+    Returns:
+        One row per strategy and budget, by strategy then trials: ``strategy``, ``trials``, ``replays``,
+        ``concludes`` (the share concluding alike), ``low`` and ``high`` (its 95% Wilson interval) and ``hours``
+        (the median device-hours of a study).
+    """
+    kept = replays[(replays["table"] == table) & (replays["repeat_seeds"] == repeat_seeds)]
+    if only:
+        kept = kept[kept["strategy"].map(lambda name: any(part in name for part in only))]
+    rows = []
+    for (strategy, trials), group in kept.groupby(["strategy", "trials"], sort=False):
+        share = float(group["concludes"].astype(bool).mean())
+        low, high = wilson_interval(share, len(group))
+        hours = (group["search_hours"] + group["sampler_hours"] + group["repeat_hours"]).median()
+        rows.append(
+            {
+                "strategy": strategy,
+                "trials": int(trials),
+                "replays": len(group),
+                "concludes": share,
+                "low": low,
+                "high": high,
+                "hours": float(hours),
+            }
+        )
+    columns = ["strategy", "trials", "replays", "concludes", "low", "high", "hours"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["strategy", "trials"], kind="stable").reset_index(drop=True)
+
+
+def curve_figure(points: pd.DataFrame, title: str):  # noqa: ANN201 (plotly's Figure, imported here: seconds of import)
+    """The figure of ``curve_info``'s points: a coloured line for each strategy replayed at several budgets, each point
+    labelled with its trials; a grey marker for each strategy replayed at one (its name in the legend and on hover)."""
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    budgets = points.groupby("strategy", sort=False)["trials"].transform("nunique")
+    curves = points[budgets > 1]
+    colours = dict(zip(curves["strategy"].unique(), px.colors.qualitative.D3, strict=False))
+    for strategy, rows in points.groupby("strategy", sort=False):
+        line = strategy in colours
+        colour = colours.get(strategy, "#999999")
+        figure.add_trace(
+            go.Scatter(
+                x=rows["hours"],
+                y=100 * rows["concludes"],
+                mode="lines+markers+text" if line else "markers",
+                name=strategy if line else f"{strategy} ({int(rows['trials'].iloc[0])} trials)",
+                text=[f"{trials}" for trials in rows["trials"]],
+                textposition="top left",
+                marker={"color": colour, "size": 9 if line else 7, "symbol": "circle" if line else "diamond"},
+                line={"color": colour, "width": 2},
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (100 * (rows["high"] - rows["concludes"])).tolist(),
+                    "arrayminus": (100 * (rows["concludes"] - rows["low"])).tolist(),
+                    "thickness": 1,
+                    "color": colour,
+                },
+                hovertext=[
+                    f"{strategy}<br>{r.trials} trials, {r.replays} replays: {r.concludes:.0%} [{r.low:.0%}, {r.high:.0%}]"
+                    f"<br>{r.hours:.2f} device-hours a study (median)"
+                    for r in rows.itertuples()
+                ],
+                hoverinfo="text",
+            )
+        )
+    figure.update_layout(
+        title=title,
+        xaxis_title="device-hours a study (median: search, sampler and seed repeats); labels: trials a study",
+        yaxis_title="studies concluding as the truth does (%, 95% Wilson interval)",
+        legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.12},
+        width=1100,
+        height=850,
+        margin={"l": 80, "r": 30, "t": 60, "b": 40},
+        template="plotly_white",
+    )
+    return figure
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """The replays file, checked for the columns the figure reads.
+
+    Raises:
+        TableError: no file, not a CSV, or a column missing (the file and the fix named).
+    """
+    if not path.is_file():
+        raise TableError(f"{path}: no replays file; python -m benchmarks.truth.compare writes it")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise TableError(f"{path}: not a replays file ({error}); restore it with git checkout, or replay anew") from None
+    if missing := [column for column in REPLAY_COLUMNS if column not in frame.columns]:
+        raise TableError(f"{path}: no column {', '.join(missing)}; restore it with git checkout, or replay anew")
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: 0 when the figure was written, 2 on a bad argument or file."""
+    from studies.catalogue import get_study
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.truth.curve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help=".png (needs Chrome or Chromium) or .html (default: %(default)s)"
+    )
+    parser.add_argument("--only", action="append", default=[], help="strategies whose name contains this (repeatable)")
+    args = parser.parse_args(argv)
+    if args.output.suffix not in (".png", ".html"):
+        parser.error(f"--output {args.output} must end in .png or .html")
+    repeat_seeds = get_study("lra_sharing").preset("quick").repeat_seeds
+    try:
+        points = curve_info(_read(replays_path(args.table)), table_version(args.table), repeat_seeds, args.only)
+    except TableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the table itself, whose content hash the replays record
+        print(f"error: {args.table}: {error.strerror or error}; --table names a truth table", file=sys.stderr)
+        return 2
+    if points.empty:
+        print(f"error: no replays of {args.table.name} as it is now match {args.only or 'any strategy'}", file=sys.stderr)
+        return 2
+    replayed = int(points["replays"].sum())
+    title = f"Agreement against cost: {replayed} replayed lra_sharing quick studies, {repeat_seeds} repeat seeds each"
+    figure = curve_figure(points, title)
+    if args.output.suffix == ".png":
+        figure.write_image(args.output, scale=1)
+    else:
+        figure.write_html(args.output, include_plotlyjs=True)
+    print(f"wrote {args.output}: {len(points)} points of {points['strategy'].nunique()} strategies")
+    return 0
+
+
+if __name__ == "__main__":
+    exit_with(main)
