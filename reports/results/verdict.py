@@ -138,9 +138,10 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
             why = pairing.why_none or "its selected configurations did not complete on fresh seeds"
             sentences.append(f"{_name(pairing)}: no comparison, {why}.")
             continue
-        values = (np.array(list(candidate["fresh"].values())), np.array(list(baseline["fresh"].values())))
         if test is None:  # the selected search runs alone: validation values, biased upward by the selection
             values = (np.array(candidate["search_values"]), np.array(baseline["search_values"]))
+        else:  # the values the test compares (the shared seeds where it pairs): every figure of it from the same
+            values = _fresh_values(candidate, baseline)[:2]
         means = (float(values[0].mean()), float(values[1].mean()))
         comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *means, adjusted_same, needed)
         same_as = next((c for c in comparisons if duplicates(comparison, c)), None)

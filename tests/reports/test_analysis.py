@@ -288,3 +288,16 @@ def test_the_seeds_a_power_needs_are_the_fewest_that_reach_it() -> None:
     assert paired_power(30.0, 1.0, 9) == pytest.approx(1.0)  # the far tail underflows in scipy: counted as nothing
     with pytest.raises(ValueError, match="at least 2 seeds"):
         paired_power(1.0, 1.6, 1)
+
+
+def test_every_figure_of_a_comparison_rests_on_the_seeds_its_test_uses() -> None:
+    """With unequal seeds (MHA on 4, D on 2) the difference once came from the means over all seeds and the
+    interval from the shared two ("trails by 11.7 ... CI -90.1 to +88.6"): now the means, the difference, the
+    interval and the count are the paired seeds' alone."""
+    rows = frame([("MHA", 0, a, 100) for a in (0.30, 0.30, 0.32, 0.60, 0.62)] + [("D", 4, a, 100) for a in (0.40, 0.41, 0.44)])
+    (comparison,) = answer(rows).comparisons
+    assert comparison.test.seeds[0] == 2  # repeats 1 and 2 of both
+    assert np.isclose(comparison.baseline_value, 0.31) and np.isclose(comparison.candidate_value, 0.425)
+    assert np.isclose(comparison.difference, 11.5)  # not 42.5 - 46 over every seed
+    low, high = comparison.interval
+    assert low < comparison.difference < high
