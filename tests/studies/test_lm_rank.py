@@ -69,7 +69,7 @@ def test_the_verdict_summary_and_report_speak_of_bits_per_byte_lower_being_bette
     assert re.search(r"(leads by|trails by) \d+\.\d{3} bits per byte \(\d+\.\d{3} vs \d+\.\d{3} test bits per byte", sentence), (
         sentence
     )
-    assert f"  verdict: {sentence}\n" in output
+    assert "  verdict:\n" in output and f"\n    {sentence}\n" in output  # after its table
     # each compared configuration's search run is its family's lowest bits per byte at that cost, and the summary shows it
     for line in re.findall(r"search run (\d+): (\d+\.\d+) validation bits per byte", output):
         (trial,) = [t for t in lm_run["study"].get_trials() if t.number == int(line[0])]

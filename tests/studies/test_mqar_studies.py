@@ -72,7 +72,7 @@ def test_every_family_is_rerun_on_fresh_seeds_and_named_in_the_verdict(mqar_run:
             assert re.search(
                 rf"{re.escape(family.label)}.*?test accuracy over 2 fresh seeds; .*?Holm-adjusted p [=<] ", sentence
             ), family.label
-    assert f"  verdict: {sentence}\n" in mqar_run["output"]
+    assert "  verdict:\n" in mqar_run["output"] and f"\n    {sentence}\n" in mqar_run["output"]  # after its table
 
 
 def test_report_draws_a_front_per_family(mqar_run: dict) -> None:
