@@ -29,7 +29,7 @@ from studies.engine.options import RunOptions
 from studies.engine.plan import plan
 
 PLAN_TOLERANCE, ETA_TOLERANCE = 0.25, 0.20
-_PROGRESS = re.compile(r"· (\d+):(\d\d) elapsed · ETA (\d+):(\d\d)$")
+_PROGRESS = re.compile(r"· (\d+):(\d\d) elapsed · ETA (\d+):(\d\d)(?: (?:from|at) .*)?$")  # the repeats say their pace
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,19 @@ def test_every_benchmark_checks_its_counts_before_any_work(
         importlib.import_module(f"benchmarks.{module}").main(argv)
     error = capsys.readouterr().err
     assert exited.value.code == 2 and words in error and f"usage: python -m benchmarks.{module}" in error
+
+
+def test_the_wall_time_benchmark_reads_the_search_s_and_the_repeats_progress_lines() -> None:
+    """The repeats' line ends with its pace after the ETA; an end-anchored pattern once read the search's lines alone."""
+    from benchmarks.wall_time import _PROGRESS
+
+    lines = [
+        "trials 3/12 done · 2 running · best val acc 0.412 · 01:02 elapsed · ETA 03:10",
+        "seed repeats 4/24 done · 2 running · 14:02 elapsed · ETA 12:40 from the search's trial times",
+        "seed repeats 9/24 done · 2 running · 19:40 elapsed · ETA 21:05 at 2.4x the search's trial times",
+    ]
+    assert [_PROGRESS.search(line).groups() for line in lines] == [
+        ("01", "02", "03", "10"),
+        ("14", "02", "12", "40"),
+        ("19", "40", "21", "05"),
+    ]
