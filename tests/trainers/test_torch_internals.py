@@ -46,3 +46,20 @@ def test_compile_threads_are_set_in_inductor_s_own_config() -> None:
         assert inductor_config.compile_threads == before + 1
     finally:
         inductor_config.compile_threads = before
+
+
+def test_dynamo_counts_the_graphs_it_compiles_and_can_fail_at_the_recompile_limit() -> None:
+    import torch._dynamo.config as dynamo_config
+
+    from trainers.torch_internals import compiled_graphs, fail_at_recompile_limit, recompile_limit_hit
+
+    before = compiled_graphs()
+    double = torch.compile(lambda x: x * 2, backend="eager")
+    double(torch.ones(3))
+    assert compiled_graphs() == before + 1
+    double(torch.ones(3))  # the same graph serves
+    assert compiled_graphs() == before + 1
+    assert issubclass(recompile_limit_hit(), Exception)
+    with dynamo_config.patch(fail_on_recompile_limit_hit=False):
+        fail_at_recompile_limit()
+        assert dynamo_config.fail_on_recompile_limit_hit is True

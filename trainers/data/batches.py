@@ -12,7 +12,7 @@ from torch import Tensor
 from trainers.data.recall import IGNORE
 from trainers.data.tokenize import PAD_ID
 
-# A compiled model's batches are padded to a multiple of this many positions: few lengths, all in one
+# A compiled or GPU run's batches are padded to a multiple of this many positions: few lengths, all in one
 # class modulo 8 (the CUDA kernels' alignment guards), at 3% of ListOps' mean length on average.
 LENGTH_MULTIPLE = 64
 
@@ -129,7 +129,8 @@ def iterate_pair_batches(
 
 @dataclass(frozen=True)
 class FixedShape:
-    """The shapes a compiled model's batches take, so that it compiles a known, small number of graphs.
+    """The shapes a compiled or GPU run's batches take: a compiled model then compiles a known, small number
+    of graphs, and eager GPU kernels meet few shapes.
 
     Every batch has ``rows`` rows (a short one is filled with copies of its first row whose labels
     nothing counts) and a length that is a multiple of ``LENGTH_MULTIPLE`` (at most ``max_length``),
