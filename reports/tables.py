@@ -283,8 +283,9 @@ def _said_once(comparisons: tuple[Comparison, ...]) -> list[Comparison]:
 
 
 def markdown(study_name: str, results: StudyResults) -> str:
-    """The study's verdict and its two tables as one Markdown document."""
-    parts = [f"# {study_name}", "", results.verdict.sentence, ""]
-    for title, table in (("Verdict", verdict_frame(results)), ("Each family's front", fronts_frame(results))):
-        parts += [f"## {title}", "", table.to_markdown(index=False) if not table.empty else "(none)", ""]
+    """The study's verdict (its table, then its sentence) and each family's front as one Markdown document."""
+    verdict, fronts = verdict_frame(results), fronts_frame(results)
+    parts = [f"# {study_name}", "", "## Verdict", "", verdict.to_markdown(index=False) if not verdict.empty else "(none)", ""]
+    parts += [results.verdict.sentence, "", "## Each family's front", ""]
+    parts += [fronts.to_markdown(index=False) if not fronts.empty else "(none)", ""]
     return "\n".join(parts)

@@ -146,7 +146,8 @@ def test_csv_and_markdown_hold_the_report_s_tables_and_verdict(smoke_run: dict, 
         assert headline in page
     assert len(fronts) == len(fronts_frame(results))  # the same rows as the report's table
     text = markdown.read_text()
-    assert results.verdict.sentence in text and "## Verdict" in text and "## Each family's front" in text
+    # the verdict table first, then its sentence, then the fronts
+    assert text.index("## Verdict") < text.index(results.verdict.sentence) < text.index("## Each family's front")
     assert "| " + verdict["compared"].iloc[0] in text
 
     # --markdown -: stdout is the Markdown alone, and Optuna's "A new study created in memory" is gone.
