@@ -613,11 +613,10 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
 def _fixed_shapes(model_config: ModelConfig, train_config: TrainConfig, splits) -> tuple[FixedShape, FixedShape]:
     """The fixed shapes of the training and evaluation batches of a compiled run or a run on a GPU.
 
-    On a GPU eager kernels want few shapes too: with every batch of its own length, a ``full`` trial's
-    MHA trained at 151 examples/s on an H200, with these shapes at 676 (``benchmarks.first_trials``,
-    docs/benchmarks.md). Masks that mask nothing are kept for a compiled model only (one graph); eager
-    kernels run faster without one. CPU runs without compile keep their batches as built (the
-    committed truth tables were trained so).
+    On a GPU eager runs take them too: cuDNN attention plans each new shape, and the padding costs about
+    3% (a ``full`` MHA trial on an H200: 676 examples/s with them; docs/benchmarks.md). Masks that mask
+    nothing are kept for a compiled model only (one graph); eager kernels run faster without one. CPU
+    runs without compile keep their batches as built (the committed truth tables were trained so).
     """
     keep_masks = train_config.compile and rows_vary_in_length(splits["train"])
     return (
