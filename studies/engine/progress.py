@@ -82,8 +82,9 @@ def eta_seconds(
     them at the mean wall time of this run's trials scaled to full length: a repeat never stops early); any other
     trial at that mean as measured. A seed repeat's time is scaled by the pace this phase's finished repeats kept
     against their search trials' times (``repeat_pace``: a loaded machine ran them 2-3x slower). None before a trial
-    has ended. Between two trials' endings never more than the previous ETA less the time since (a trial's end
-    may raise it: what was measured changed); at least a second while any is left.
+    has ended, unless seed repeats are queued (their search trials' times stand in). Between two trials' endings
+    never more than the previous ETA less the time since (a trial's end may raise it: what was measured changed);
+    at least a second while any is left.
 
     Args:
         previous: ``(elapsed, trials left, ETA seconds)`` of the last line shown.
@@ -94,13 +95,16 @@ def eta_seconds(
     if left <= 0:
         return 0.0
     timed = [trial for trial in ledger.endings if trial.seconds is not None]
-    if not timed:
-        return None
-    steps = ledger.preset.train.steps
-    mean = sum(trial.seconds for trial in timed) / len(timed)
-    full_length = sum(trial.seconds * steps / trial.step if trial.step else trial.seconds for trial in timed) / len(timed)
     in_phase = ledger.total - ledger.finished_count()
     known = [seconds * (repeat_pace(ledger) or 1.0) for seconds in _repeat_seconds(ledger)[:in_phase]]
+    if not timed and not known:
+        return None
+    steps = ledger.preset.train.steps
+    if timed:
+        mean = sum(trial.seconds for trial in timed) / len(timed)
+        full_length = sum(trial.seconds * steps / trial.step if trial.step else trial.seconds for trial in timed) / len(timed)
+    else:  # the repeat phase before its first ending: its search trials' times, as they are
+        mean = full_length = sum(known) / len(known)
     phase = known + [mean] * (in_phase - len(known))
     after = list(expected_repeats) if expected_repeats is not None else [full_length] * ledger.then
     estimate = packed_seconds(sum(phase), len(phase), concurrency) + packed_seconds(sum(after), len(after), concurrency)

@@ -184,6 +184,14 @@ def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> 
             enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[original]), repeat_of=original, repeat_index=index))
     ledger.total += 8
     assert repeat_pace(ledger) is None  # no repeat has ended: the search's times, as they are
+    # A phase of repeats starts with none ended (a ledger of its own): 8 repeats at their search trials' 1.5 s.
+    # (Its line said "ETA --:--" until a repeat ended.)
+    ended, finished = list(ledger.endings), dict(ledger.finished)
+    ledger.endings.clear()
+    ledger.finished = dict.fromkeys(finished, 0)
+    ledger.total -= 2
+    assert eta_seconds(ledger, 1) == 8 * 1.5 + CLOSING
+    ledger.endings[:], ledger.finished, ledger.total = ended, finished, ledger.total + 2
     slowed = report(steps, final=True) | {"wall_seconds": 4.5}
     for done in range(1, 9):
         ledger.finish(ledger.ask(f"ray-r{done}")["number"], slowed, None)
