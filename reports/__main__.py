@@ -42,6 +42,7 @@ from storage import (
     resolve_storage_url,
     store_files,
 )
+from storage.repeats_study import linked_repeats
 
 FORMATS = ("text", "json", "csv", "markdown")  # what ``list`` prints
 
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         found = [one for name in names for one in _find(stores, name, everywhere=command == "compare")]
         if command == "compare" and len(found) < 2:
             raise LookupError(f"compare found only {found[0].study.study_name}: name another study, or give another --storage")
+        for one in found:  # a study of seed repeats that is not the search's is refused here, before any reading
+            linked_repeats(one.study)
         output = output or report_path(found[0].study.study_name, found[0].url)
         kept = [path for url in urls for path in store_files(url)]  # no output may overwrite a store
         check_writable_file(output, "-o", keep=kept)

@@ -20,7 +20,7 @@ from reports.results.frame import family_of, outcome
 from reports.results.names import INFEASIBLE
 from reports.tables import verdict_text
 from storage import masked_url, record
-from storage.repeats_study import is_repeats_study, trials_with_repeats
+from storage.repeats_study import complete_repeats, is_repeats_study, trials_with_repeats
 
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
 
@@ -79,9 +79,9 @@ def _counts(counter: Counter, order: tuple[str, ...]) -> str:
 _STATES = ("COMPLETE", "PRUNED", "FAIL", INFEASIBLE, "RUNNING", "WAITING")  # outcomes, in the order listed
 
 
-def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.StudySummary, dict[str, Counter]]]:
+def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.StudySummary, dict[str, Counter], int]]:
     """The store's studies by name, each with its trials' outcomes counted by family, its seed repeats' included
-    (a study of seed repeats is listed within its search's, not on its own)."""
+    (a study of seed repeats is listed within its search's, not on its own), and its complete seed repeats."""
     summaries = sorted(optuna.get_all_study_summaries(storage), key=lambda summary: summary.study_name)
     counted = []
     for summary in summaries:
@@ -91,7 +91,7 @@ def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.St
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         for trial in trials_with_repeats(study):
             families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
-        counted.append((summary, families))
+        counted.append((summary, families, complete_repeats(study)))
     return counted
 
 
@@ -104,7 +104,7 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
     """
     studies = _studies(storage)
     lines = [f"{masked_url(storage_url)}: {len(studies)} {'study' if len(studies) == 1 else 'studies'}"]
-    for summary, families in studies:
+    for summary, families, repeats in studies:
         states = sum(families.values(), Counter())
         total = sum(states.values())
         lines.append(f"\n{summary.study_name}: {total} trials" + (f" ({_counts(states, _STATES)})" if total else ""))
@@ -114,7 +114,14 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
         if not verdict:
             lines.append("  verdict: none recorded (the run has not finished)")
             continue
-        lines.append("  verdict:")
+        read, now = summary.user_attrs.get(record.VERDICT_REPEATS), repeats
+        if read is not None and read != now:  # repeats were added, or deleted, since it was written
+            lines.append(
+                f"  verdict (stale: it read {read} seed repeats, the store holds {now} now; "
+                f"python -m reports {summary.study_name} recomputes it):"
+            )
+        else:
+            lines.append("  verdict:")
         if table := verdict_text(summary.user_attrs.get(record.VERDICT_TABLE) or [], indent="    "):  # older stores: none
             lines.append(table)
         lines.append(f"    {verdict}")
@@ -129,7 +136,7 @@ def listing_data(storage: optuna.storages.BaseStorage) -> pd.DataFrame:
         storage: The store, opened for reading.
     """
     rows = []
-    for summary, families in _studies(storage):
+    for summary, families, _ in _studies(storage):
         verdict = summary.user_attrs.get(record.VERDICT) or ""
         for family, counted in families.items() or [("", Counter())]:
             outcomes = {state.lower(): counted[state] for state in _STATES}

@@ -29,6 +29,7 @@ from storage import (
     masked_url,
     resolve_storage_url,
 )
+from storage.repeats_study import RepeatsStudyError
 from studies.engine.ray_address import prepare_ray_environment
 from studies.engine.signals import exit_code, stop_cause, stop_on_signals
 from trainers.data.lra_files import DATA_DIR_VARIABLE, DataFileError
@@ -242,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
             from studies.engine.runner import run_study  # imports ray: after prepare_ray_environment
 
             run_study(runnable, options)
-    except (UnknownNameError, SearchSpaceError, StorageURLError, StudyOptionError, OutputPathError, DataFileError) as error:
+    except (
+        UnknownNameError,
+        SearchSpaceError,
+        StorageURLError,
+        StudyOptionError,
+        OutputPathError,
+        DataFileError,
+        RepeatsStudyError,
+    ) as error:
         parser.error(str(error))  # exit code 2, like any other bad option
     except StoreBusyError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -62,7 +62,7 @@ def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
     searching = ledger.study is ledger.search
     if seconds and not searching:  # the repeats' ETA rests on the search's times: at what pace, said
         pace = repeat_pace(ledger)
-        eta += " from the search's trial times" if pace is None else f" at {pace:.2g}x the search's trial times"
+        eta += " from the search's trial times" if pace is None else f" at {pace:.1f}x the search's trial times"
     what = f"trials {done}/{ledger.total} done{then}" if searching else f"seed repeats {done}/{ledger.total} done"
     best_part = f" · best val {name} {best}" if searching else ""
     return f"{what} · {running} running{best_part} · {clock(elapsed)} elapsed · ETA {eta}"

@@ -13,6 +13,7 @@ from storage import (
     open_storage,
     record,
 )
+from storage.repeats_study import check_repeats_place, linked_repeats
 from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRESET, Study
 from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
 from studies.engine.queue import heartbeat_options
@@ -34,6 +35,9 @@ def open_study(
 
     Returns:
         The study, and the storage that holds it.
+
+    Raises:
+        storage.repeats_study.RepeatsStudyError: the store holds a study in the place of its seed repeats that is not them.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress line and summary say what matters
     storage = open_storage(run.url, **heartbeat_options())
@@ -45,6 +49,7 @@ def open_study(
             file=out,
         )
         name = new
+    check_repeats_place(storage, name)  # before anything is stored: a run adopts no study it did not create
     optuna_study = optuna.create_study(
         study_name=name,
         storage=storage,
@@ -59,6 +64,7 @@ def open_study(
         ),
         load_if_exists=True,
     )
+    linked_repeats(optuna_study)  # a resumed search's repeats are verified before anything is stored
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna_study.set_metric_names([objective.metric for objective in study.objectives])

@@ -26,7 +26,7 @@ from storage import (
     record,
     single_writer,
 )
-from storage.repeats_study import linked_repeats, trials_with_repeats
+from storage.repeats_study import complete_repeats, linked_repeats, trials_with_repeats
 from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
 from studies.engine.ledger import Ledger
@@ -155,6 +155,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
         optuna_study.set_user_attr(record.VERDICT, results.verdict.sentence)
         optuna_study.set_user_attr(record.VERDICT_TABLE, verdict_frame(results).to_dict("records"))
+        optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(optuna_study))
         try:
             write_report(optuna_study, report, run.url, results=results)
         except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page

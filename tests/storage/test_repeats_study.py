@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -48,7 +49,9 @@ def test_a_search_and_its_repeats_name_each_other_and_only_the_search_holds_the_
     assert repeats.study_name == repeats_study_name(search.study_name) == "lra_sharing-smoke-v6:repeats"
     assert open_linked_repeats(search).study_name == repeats.study_name  # opened again, not made twice
     assert repeats.directions == search.directions and repeats.metric_names == search.metric_names
-    repeat = optuna.trial.create_trial(values=[0.9, 1.0], user_attrs={record.FAMILY: "MHA", record.REPEAT_OF: 0})
+    repeat = optuna.trial.create_trial(
+        values=[0.9, 1.0], user_attrs={record.FAMILY: "MHA", record.REPEAT_OF: 0, record.REPEAT_INDEX: 1}
+    )
     repeats.add_trial(repeat)  # it would dominate the search's trial, were it in the search's study
 
     reread = optuna.load_study(study_name=search.study_name, storage=url)  # another process, by the store alone
@@ -65,3 +68,94 @@ def test_a_study_of_repeats_is_no_study_a_report_is_asked_of(tmp_path: Path) -> 
     with pytest.raises(LookupError, match="holds the seed repeats of 'lra_sharing-smoke-v6'.*name 'lra_sharing-smoke-v6'"):
         resolve_study_name(repeats.study_name, summaries, url)
     assert resolve_study_name("lra_sharing", summaries, url) == search.study_name
+
+
+def _run(url: str, *options: str) -> tuple[int, str]:
+    """``studies.run`` on the smoke preset; its exit code and what it printed to stderr."""
+    import contextlib
+    import io
+
+    from studies.run import main
+
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), pytest.raises(SystemExit) as exited:
+        main(["lra_sharing", "--preset", "smoke", "--storage", url, *options])
+    return exited.value.code, said.getvalue()
+
+
+def _listed(url: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from reports.__main__ import main
+
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+        try:
+            code = main(["list", "--storage", url])
+        except SystemExit as exited:
+            code = exited.code
+    return code, said.getvalue()
+
+
+def test_a_run_never_adopts_a_study_of_repeats_it_did_not_create(tmp_path: Path) -> None:
+    """Another program's study under the repeats' name: once adopted, its trials counted as search runs ("DAMCHA
+    (paper) gains 13.3"); now the run refuses before it stores anything."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    foreign = optuna.create_study(study_name=repeats_study_name("lra_sharing-smoke-v6"), storage=open_storage(url))
+    foreign.enqueue_trial({"x": 1.0})
+    code, said = _run(url)
+    assert code == 2 and "is not 'lra_sharing-smoke-v6''s study of seed repeats" in said and "optuna delete-study" in said
+    assert [s.study_name for s in optuna.get_all_study_summaries(open_storage(url))] == [foreign.study_name]  # nothing stored
+
+
+def test_a_study_of_repeats_is_verified_before_it_is_believed(smoke_run: dict, tmp_path: Path) -> None:
+    """Each way a linked study of repeats can be wrong is refused in a sentence, exit 2, by the list, the report and
+    a resumed run (before any trial runs and before anything is stored); a deleted one makes the stored verdict stale."""
+    from tests.conftest import SMOKE_STUDY, copy_store
+
+    def broken(change) -> str:  # noqa: ANN001 (a function of the copy's search study and its study of repeats)
+        url = copy_store(smoke_run["url"], tmp_path / f"{change.__name__}.db")
+        search = optuna.load_study(study_name=SMOKE_STUDY, storage=open_storage(url))
+        change(search, linked_repeats(search))
+        return url
+
+    def another_search_s(search: optuna.Study, repeats: optuna.Study) -> None:
+        other = optuna.create_study(study_name="other-smoke-v1", storage=_storage_of(search))
+        open_linked_repeats(other)
+        search.set_user_attr(record.REPEATS_STUDY, repeats_study_name("other-smoke-v1"))
+
+    def a_repeat_of_no_trial(search: optuna.Study, repeats: optuna.Study) -> None:
+        trial = repeats.ask()
+        trial.set_user_attr(record.REPEAT_OF, 999)
+        trial.set_user_attr(record.REPEAT_INDEX, 1)
+
+    def a_seed_twice(search: optuna.Study, repeats: optuna.Study) -> None:
+        first = next(t for t in repeats.trials if t.state == optuna.trial.TrialState.COMPLETE)
+        repeats.add_trial(
+            optuna.trial.create_trial(
+                params=first.params, distributions=first.distributions, values=first.values, user_attrs=first.user_attrs
+            )
+        )
+
+    for change, words in (
+        (another_search_s, "names 'other-smoke-v1:repeats' as its seed repeats"),
+        (a_repeat_of_no_trial, "repeats trial 999 of 'lra_sharing-smoke-v6', which it does not hold"),
+        (a_seed_twice, "on fresh seed 1: a seed's figure would count twice"),
+    ):
+        url = broken(change)
+        verdict = optuna.load_study(study_name=SMOKE_STUDY, storage=open_storage(url)).user_attrs[record.VERDICT]
+        code, said = _listed(url)
+        assert code == 2 and words in said, (change.__name__, said)
+        before = optuna.load_study(study_name=SMOKE_STUDY, storage=open_storage(url)).user_attrs
+        code, said = _run(url, "--trials", "9")
+        assert code == 2 and words in said, (change.__name__, said)
+        after = optuna.load_study(study_name=SMOKE_STUDY, storage=open_storage(url)).user_attrs
+        assert after == before and after[record.VERDICT] == verdict  # nothing stored: not even the run's command
+
+    url = copy_store(smoke_run["url"], tmp_path / "deleted.db")
+    optuna.delete_study(study_name=repeats_study_name(SMOKE_STUDY), storage=open_storage(url))
+    code, said = _listed(url)
+    assert code == 0 and re.search(
+        r"verdict \(stale: it read [1-9]\d* seed repeats, the store holds 0 now; python -m reports", said
+    )

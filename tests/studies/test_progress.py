@@ -203,6 +203,6 @@ def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> 
             ledger.search = optuna.load_study(study_name=ledger.study.study_name, storage=ledger.storage)
             line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
             assert line.startswith("seed repeats 6/10 done · 0 running · 00:10 elapsed · ETA ")
-            assert line.endswith(" at 3x the search's trial times") and "best" not in line
+            assert line.endswith(" at 3.0x the search's trial times") and "best" not in line
             ledger.search = searching
     assert repeat_pace(ledger) == 3.0
