@@ -96,7 +96,8 @@ def eta_seconds(
         return 0.0
     timed = [trial for trial in ledger.endings if trial.seconds is not None]
     in_phase = ledger.total - ledger.finished_count()
-    known = [seconds * (repeat_pace(ledger) or 1.0) for seconds in _repeat_seconds(ledger)[:in_phase]]
+    pace = repeat_pace(ledger) or 1.0  # read once: it reads the store
+    known = [seconds * pace for seconds in _repeat_seconds(ledger)[:in_phase]]
     if not timed and not known:
         return None
     steps = ledger.preset.train.steps
