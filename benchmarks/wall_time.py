@@ -5,7 +5,7 @@ real command (``python -m studies.run``) on that store, its progress lines read 
 Printed: the plan's estimate against the run's wall time (from the command's start to its exit), and each
 progress line's predicted end (its elapsed time plus its ETA) against the real end, from a quarter of the
 run on: the largest error and the errors at a quarter, a half and three quarters of it. Exit code 1 when
-the plan is off by more than 25% or an ETA from a quarter on by more than 20% (issue targets, on an
+the plan is off by more than 25% or an ETA from a quarter on by more than 20% (the targets, on an
 idle machine).
 
     python -m benchmarks.wall_time lra_sharing --preset smoke
