@@ -32,12 +32,13 @@ import torch.nn.functional as F
 
 from common.outputs import exit_with
 from studies.run import integer_from, positive_number
+from trainers.compilation import compiled
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_flops, peak_memory
 from trainers.memory import is_out_of_memory
 from trainers.models import build_model
-from trainers.train import TrainConfig, adamw, autocast, compiled, resolve_device
+from trainers.train import TrainConfig, adamw, autocast, resolve_device
 
 VARIANTS: dict[str, dict] = {
     "mha": {"attention": "mha"},

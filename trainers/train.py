@@ -8,32 +8,26 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.outputs import CHOSEN_COMPILE_CACHE, COMPILE_CACHE_DIR, COMPILE_CACHE_VARIABLE
+from trainers.compilation import CompiledGraphs, RecompileLimitError, compiled, is_recompile_limit
 from trainers.config import ModelConfig
 from trainers.costs import Flops, count_parameters, model_flops
-from trainers.data.batches import FixedShape, iterate_batches, iterate_pair_batches, rows_vary_in_length
+from trainers.data.batches import FixedShape
 from trainers.data.recall import IGNORE
 from trainers.knob_declarations import knob
 from trainers.measure import device_name, peak_flops, peak_memory
 from trainers.models import build_model
 from trainers.precisions import PRECISIONS
-from trainers.torch_internals import compiled_graphs, fail_at_recompile_limit, recompile_limit_hit, set_compile_threads
+from trainers.step_batches import batches_of, fixed_shapes, on_device, training_batches
+from trainers.torch_internals import compiled_graphs
 
-COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
-# A GPU trial's batches are built ahead by this many loader processes: at LRA lengths one took
-# 7.5-12.6 ms a batch, about as long as a step of a small model on an H200.
-LOADER_WORKERS = 2
-COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests set aot_eager: the same graphs, compiled in a fraction of the time)
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
 
 
@@ -128,42 +122,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _batches(
-    split,
-    config: ModelConfig,
-    batch_size: int,
-    *,
-    seed: int,
-    shuffle: bool,
-    shape: FixedShape | None = None,
-    share: tuple[int, int] = (0, 1),
-) -> Iterator[dict[str, Tensor]]:
-    """A pass's batches (``trainers.data.batches``), in the fixed shape where one is given."""
-    iterate = iterate_pair_batches if config.architecture == "pair" else iterate_batches
-    batches = iterate(split, batch_size, seed=seed, shuffle=shuffle, share=share)
-    return batches if shape is None else map(shape.fit, batches)
-
-
-def _endless_batches(
-    split, config: ModelConfig, batch_size: int, seed: int, shape: FixedShape | None = None, share: tuple[int, int] = (0, 1)
-) -> Iterator[dict[str, Tensor]]:
-    """Training batches, epoch after epoch, each epoch in its own seeded order.
-
-    Args:
-        share: ``(k, n)``: batches k, k + n ... of the endless sequence (the k-th of n loader workers),
-            counted across epochs, so that n workers taken in turn give the one worker's order.
-    """
-    worker, workers = share
-    per_epoch = -(-split.num_rows // batch_size)  # every sorting window but the last holds whole batches
-    epoch = 0
-    while True:
-        first = (worker - epoch * per_epoch) % workers
-        yield from _batches(
-            split, config, batch_size, seed=seed * 100_003 + epoch, shuffle=True, shape=shape, share=(first, workers)
-        )
-        epoch += 1
-
-
 def logits_and_labels(model: nn.Module, config: ModelConfig, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
     """Flat (N, C) logits and (N,) labels; positions labelled ``IGNORE`` are left out by the loss."""
     if config.architecture == "pair":
@@ -178,43 +136,6 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-def compile_cache_dir() -> Path:
-    """The absolute folder of ``torch.compile``'s cache: ``$TORCHINDUCTOR_CACHE_DIR`` as the user set it
-    (``common.outputs.CHOSEN_COMPILE_CACHE``: torch sets it to its own default on import), else
-    ``runs/torch-compile-cache`` under the working directory (resolve it where the runs share it: a
-    study's driver, not each trial's own working directory)."""
-    return Path(CHOSEN_COMPILE_CACHE or COMPILE_CACHE_DIR).resolve()
-
-
-def use_compile_settings(cache_dir: Path, threads: int) -> None:
-    """Point ``torch.compile`` at a shared cache and give it ``threads`` compile workers (a
-    trial's CPUs: more would take its neighbours' cores)."""
-    os.environ[COMPILE_CACHE_VARIABLE] = str(cache_dir)
-    os.environ[COMPILE_THREADS_VARIABLE] = str(threads)
-    set_compile_threads(threads)  # the variable is read at import: set it too for a worker that compiled before
-
-
-def compiled(model: nn.Module) -> nn.Module:
-    """``torch.compile`` with a persistent cache (first compile of a model takes seconds; later ones reuse it).
-
-    The process's compiled code is reset first: a trial's graphs are its own, whatever trials its
-    worker ran before (a reused Ray worker's earlier graphs once took it to the recompile limit).
-    At the limit a trial fails (``RecompileLimitError``) rather than going on uncompiled.
-
-    Dynamic shapes: length-bucketed batches change the sequence length from step to step.
-    Inductor's coalescing analysis of GPU kernels is off: with dynamic shapes it failed an
-    internal assertion compiling DAMCHA on an H200 (PyTorch 2.11), and its own notes say
-    it does not apply to dynamic shapes.
-    """
-    if not CHOSEN_COMPILE_CACHE:  # torch's own default, which importing it put there, is no one's choice
-        os.environ[COMPILE_CACHE_VARIABLE] = str(compile_cache_dir())
-    torch.compiler.reset()
-    fail_at_recompile_limit()
-    if COMPILE_BACKEND != "inductor":  # the tests' quicker backends take no inductor options
-        return torch.compile(model, dynamic=True, backend=COMPILE_BACKEND)
-    return torch.compile(model, dynamic=True, options={"triton.coalesce_tiling_analysis": False})
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -248,18 +169,6 @@ def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.
         return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
-def _to(batch: dict[str, Tensor], device: torch.device, *, keep_masks: bool = False) -> dict[str, Tensor | None]:
-    """The batch on ``device``. A padding mask without padding becomes None (unless ``keep_masks``),
-    so that attention runs without a mask (FlashAttention takes none); it is read on the host, so
-    no GPU work waits for it."""
-    return {
-        name: None
-        if not keep_masks and name.startswith("padding_mask") and bool(tensor.all())
-        else tensor.to(device, non_blocking=True)
-        for name, tensor in batch.items()
-    }
-
-
 @dataclass(frozen=True)
 class Evaluation:
     """One validation pass.
@@ -285,8 +194,8 @@ def evaluate(
     correct = total = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     keep_masks = shape is not None and shape.keep_masks
-    for batch in _batches(split, config, batch_size, seed=0, shuffle=False, shape=shape):
-        logits, labels = logits_and_labels(model, config, _to(batch, device, keep_masks=keep_masks))  # (N, C), (N,)
+    for batch in batches_of(split, config, batch_size, seed=0, shuffle=False, shape=shape):
+        logits, labels = logits_and_labels(model, config, on_device(batch, device, keep_masks=keep_masks))  # (N, C), (N,)
         counted = labels != IGNORE
         correct += int((logits.argmax(dim=-1) == labels)[counted].sum())
         total += int(counted.sum())
@@ -300,63 +209,6 @@ def _learning_rate_factor(step: int, config: TrainConfig) -> float:
         return (step + 1) / config.warmup_steps
     progress = (step - config.warmup_steps) / max(config.steps - config.warmup_steps, 1)
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-
-
-class _TrainBatches(torch.utils.data.IterableDataset):
-    """The endless, seeded training batches, for a ``DataLoader`` that builds them in its workers,
-    each worker its share of them (``_endless_batches``)."""
-
-    def __init__(self, split, config: ModelConfig, batch_size: int, seed: int, shape: FixedShape | None) -> None:
-        super().__init__()
-        self.split, self.config, self.batch_size, self.seed, self.shape = split, config, batch_size, seed, shape
-
-    def __iter__(self) -> Iterator[dict[str, Tensor]]:
-        worker = torch.utils.data.get_worker_info()
-        share = (0, 1) if worker is None else (worker.id, worker.num_workers)
-        return _endless_batches(self.split, self.config, self.batch_size, self.seed, self.shape, share)
-
-
-def training_batches(
-    split,
-    config: ModelConfig,
-    batch_size: int,
-    seed: int,
-    device: torch.device,
-    shape: FixedShape | None = None,
-    *,
-    workers: int = LOADER_WORKERS,
-) -> Iterator[dict[str, Tensor]]:
-    """The training batches, in the fixed shape where one is given. On a GPU ``workers`` processes
-    build them ahead of the step, in pinned memory, so that the GPU does not wait for the CPU (the
-    order is one process's); on a CPU they are built in line (a worker would take a core from the trial)."""
-    batches = _TrainBatches(split, config, batch_size, seed, shape)
-    if device.type != "cuda":
-        return iter(batches)
-    loader = torch.utils.data.DataLoader(batches, batch_size=None, num_workers=workers, pin_memory=True, prefetch_factor=8)
-    return iter(loader)
-
-
-class RecompileLimitError(RuntimeError):
-    """``torch.compile`` reached its recompile limit: the trial would have gone on uncompiled, its
-    throughput no longer the compiled model's, so it stops instead (the message says where and what to do)."""
-
-
-class _Compilation:
-    """A compiled trial's graphs: how many it compiled, and the seconds they took, which its
-    throughput leaves out (the warm-up's, and any step's that compiled a graph)."""
-
-    def __init__(self) -> None:
-        self.start = compiled_graphs()  # other trials' graphs in this process (the count never goes down)
-        self.warmed = self.start
-        self.seconds = 0.0
-
-    def graphs(self) -> int:
-        """Graphs this trial compiled."""
-        return compiled_graphs() - self.start
-
-    def recompiles(self) -> int:
-        """Graphs compiled after the warm-up: none where the fixed shapes hold."""
-        return compiled_graphs() - self.warmed
 
 
 def _warm_up(
@@ -468,7 +320,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, repor
     try:
         return _train(model_config, train_config, splits, report)
     except Exception as error:
-        if train_config.compile and isinstance(error, recompile_limit_hit()):
+        if train_config.compile and is_recompile_limit(error):
             raise RecompileLimitError(
                 f"torch.compile reached its recompile limit in this trial ({error}); it stops rather than train "
                 "uncompiled from here on. TORCH_LOGS=recompiles names the guard that failed; --no-compile trains eagerly"
@@ -492,9 +344,12 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
         validation = validation.select(range(train_config.eval_examples))
     parameters = count_parameters(model)
     stepped = compiled(model) if train_config.compile else model  # `model` stays the eager module (memory steps)
-    compilation = _Compilation() if train_config.compile else None
-    fixed = train_config.compile or device.type == "cuda"
-    training_shape, evaluation_shape = _fixed_shapes(model_config, train_config, splits) if fixed else (None, None)
+    compilation = CompiledGraphs() if train_config.compile else None
+    training_shape, evaluation_shape = (
+        fixed_shapes(model_config, train_config.batch_size, train_config.compile, splits)
+        if train_config.compile or device.type == "cuda"
+        else (None, None)
+    )
     keep_masks = training_shape is not None and training_shape.keep_masks
     evaluation_batch = 2 * train_config.batch_size
     static = {
@@ -520,9 +375,9 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
     metrics: dict[str, float | int | str | bool] = {}
     batch = next(batches)
     if compilation is not None:
-        evaluated = next(_batches(validation, model_config, evaluation_batch, seed=0, shuffle=False, shape=evaluation_shape))
+        evaluated = next(batches_of(validation, model_config, evaluation_batch, seed=0, shuffle=False, shape=evaluation_shape))
         warm_up_start = time.perf_counter()
-        warm_up_batches = (_to(batch, device, keep_masks=keep_masks), _to(evaluated, device, keep_masks=keep_masks))
+        warm_up_batches = (on_device(batch, device, keep_masks=keep_masks), on_device(evaluated, device, keep_masks=keep_masks))
         _warm_up(model, stepped, model_config, warm_up_batches, train_config.precision)
         synchronize()
         compilation.seconds, compilation.warmed = time.perf_counter() - warm_up_start, compiled_graphs()
@@ -534,7 +389,7 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
         rows = int((batch["labels"] != IGNORE).reshape(len(batch["labels"]), -1).any(dim=1).sum())
         length = max(mask.shape[1] for name, mask in batch.items() if name.startswith("padding_mask"))
         batch_tokens = sum(int(mask[:rows].sum()) for name, mask in batch.items() if name.startswith("padding_mask"))
-        batch = _to(batch, device, keep_masks=keep_masks)
+        batch = on_device(batch, device, keep_masks=keep_masks)
         # A compiled run's first step runs the compiled model; its memory is measured from step 2 on.
         measured = not (step == 1 and train_config.compile) and memory.wants(length)
         with memory.measuring(optimizer) if measured else contextlib.nullcontext():
@@ -608,18 +463,3 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
                 report(step, metrics)
             interval_start, excluded_seconds = time.perf_counter(), 0.0
     return TrainResult(metrics=metrics)
-
-
-def _fixed_shapes(model_config: ModelConfig, train_config: TrainConfig, splits) -> tuple[FixedShape, FixedShape]:
-    """The fixed shapes of the training and evaluation batches of a compiled run or a run on a GPU.
-
-    On a GPU eager runs take them too: cuDNN attention plans each new shape, and the padding costs about
-    3% (a ``full`` MHA trial on an H200: 676 examples/s with them; docs/benchmarks.md). Masks that mask
-    nothing are kept for a compiled model only (one graph); eager kernels run faster without one. CPU
-    runs without compile keep their batches as built (the committed truth tables were trained so).
-    """
-    keep_masks = train_config.compile and rows_vary_in_length(splits["train"])
-    return (
-        FixedShape(rows=train_config.batch_size, max_length=model_config.max_length, keep_masks=keep_masks),
-        FixedShape(rows=2 * train_config.batch_size, max_length=model_config.max_length, keep_masks=keep_masks),
-    )

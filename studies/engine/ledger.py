@@ -40,7 +40,8 @@ from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
 from studies.engine.stopping import StoppingJudge
 from studies.engine.trial_config import forward_flops, model_config_of, unsearched_where_active
-from trainers.train import TrainConfig, compile_cache_dir
+from trainers.compilation import compile_cache_dir
+from trainers.train import TrainConfig
 
 MAX_RESAMPLES = 50
 

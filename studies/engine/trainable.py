@@ -9,9 +9,10 @@ from typing import Any
 import torch
 
 from studies.engine.failures import SharedGPUOutOfMemoryError
+from trainers.compilation import use_compile_settings
 from trainers.config import ModelConfig
 from trainers.memory import TrainingOutOfMemoryError, memory_budget
-from trainers.train import Report, TrainConfig, TrainResult, train, use_compile_settings
+from trainers.train import Report, TrainConfig, TrainResult, train
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ import torch.nn.functional as F
 from tests.trainers import authors_knobs
 from trainers.attention import ATTENTION, build_attention, reference_attention
 from trainers.attention.sdpa import attention_mask, varlen_attention, varlen_eligible
+from trainers.compilation import compiled
 from trainers.config import ModelConfig
 from trainers.data.listops import ListOpsSpec
 from trainers.data.loaders import listops_generated
 from trainers.data.tokenize import LISTOPS_VOCABULARY
 from trainers.measure import attention_kernels, device_name
 from trainers.models import build_model
-from trainers.train import TrainConfig, compiled, train
+from trainers.train import TrainConfig, train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (benchmarks/gpu.sh runs these on one)")
 

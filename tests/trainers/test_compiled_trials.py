@@ -15,12 +15,14 @@ import torch
 from storage import record
 from tests.trainers import authors_knobs
 from tests.trainers.test_train import listops_model
+from trainers.compilation import RecompileLimitError
 from trainers.config import ModelConfig
 from trainers.data.batches import LENGTH_MULTIPLE, FixedShape
 from trainers.data.listops import ListOpsSpec
 from trainers.data.loaders import listops_generated
 from trainers.data.recall import IGNORE
-from trainers.train import RecompileLimitError, TrainConfig, _endless_batches, _TrainBatches, evaluate, train
+from trainers.step_batches import TrainBatches, endless_batches
+from trainers.train import TrainConfig, evaluate, train
 
 # Lengths 5-150 make padded lengths 64, 128 and 150 (the model's longest); 124 examples in batches of 8
 # end each epoch with a short batch of 4.
@@ -35,7 +37,7 @@ def splits(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 @pytest.fixture
 def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("trainers.train.COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr("trainers.compilation.COMPILE_BACKEND", "aot_eager")
 
 
 def _model(**knobs) -> ModelConfig:
@@ -87,8 +89,8 @@ def test_evaluation_in_fixed_shapes_scores_what_it_scores_without(splits: dict, 
 def test_loader_workers_taking_turns_give_the_one_process_order(splits: dict) -> None:
     """Each of n workers builds every n-th batch, counted across epochs (16 batches an epoch here, 2 workers)."""
     config = listops_model("mha")
-    alone = list(itertools.islice(_endless_batches(splits["train"], config, 8, 3), 40))
-    loader = torch.utils.data.DataLoader(_TrainBatches(splits["train"], config, 8, 3, None), batch_size=None, num_workers=2)
+    alone = list(itertools.islice(endless_batches(splits["train"], config, 8, 3), 40))
+    loader = torch.utils.data.DataLoader(TrainBatches(splits["train"], config, 8, 3, None), batch_size=None, num_workers=2)
     together = list(itertools.islice(iter(loader), 40))
     assert [b["labels"].tolist() for b in together] == [b["labels"].tolist() for b in alone]
     assert all(torch.equal(a["tokens"], b["tokens"]) for a, b in zip(alone, together, strict=True))

@@ -168,11 +168,11 @@ def test_peak_memory_is_the_peak_over_the_run(tmp_path: Path) -> None:
     """Length-bucketed batches vary in length: the peak is taken over the run, not one step."""
     import itertools
 
-    from trainers.train import _endless_batches
+    from trainers.step_batches import endless_batches
 
     splits = listops_generated(SPEC, cache_dir=tmp_path)
     config = TrainConfig(steps=8, batch_size=8, eval_every=1, device="cpu", seed=2)
-    lengths = [b["tokens"].shape[1] for b in itertools.islice(_endless_batches(splits["train"], listops_model("mha"), 8, 2), 8)]
+    lengths = [b["tokens"].shape[1] for b in itertools.islice(endless_batches(splits["train"], listops_model("mha"), 8, 2), 8)]
     longest = lengths.index(max(lengths))
     assert longest > 1 and lengths[longest] > max(lengths[:longest])  # the set-up: the longest batch comes after step 2
     peaks = [metrics["peak_memory_bytes"] for metrics in _reports(train, listops_model("mha"), config, splits)]
@@ -190,16 +190,16 @@ def test_a_batch_without_padding_reaches_attention_without_a_mask(monkeypatch: p
     """FlashAttention takes no mask: a batch with no padding must not carry one."""
     import torch
 
-    from trainers.train import _to
+    from trainers.step_batches import on_device
 
     batch = {
         "tokens": torch.ones(2, 4, dtype=torch.long),
         "padding_mask": torch.ones(2, 4, dtype=torch.bool),
         "labels": torch.zeros(2),
     }
-    assert _to(batch, torch.device("cpu"))["padding_mask"] is None
+    assert on_device(batch, torch.device("cpu"))["padding_mask"] is None
     batch["padding_mask"][1, 3] = False
-    assert torch.equal(_to(batch, torch.device("cpu"))["padding_mask"], batch["padding_mask"])
+    assert torch.equal(on_device(batch, torch.device("cpu"))["padding_mask"], batch["padding_mask"])
 
 
 def test_weight_decay_shrinks_linear_weights_only(tmp_path: Path) -> None:
@@ -236,7 +236,7 @@ def test_the_compile_cache_is_the_one_a_run_says_it_uses(tmp_path: Path, chosen:
     environment = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     if chosen is not None:
         environment["TORCHINDUCTOR_CACHE_DIR"] = chosen and str(tmp_path / chosen)
-    code = "import studies.run, torch._dynamo; from trainers.train import compile_cache_dir; print(compile_cache_dir())"
+    code = "import studies.run, torch._dynamo; from trainers.compilation import compile_cache_dir; print(compile_cache_dir())"
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=environment | {"PYTHONPATH": str(root)}, capture_output=True, text=True
