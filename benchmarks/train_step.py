@@ -38,7 +38,8 @@ from trainers.costs import model_flops
 from trainers.measure import attention_kernels, device_name, interleaved_seconds, peak_flops, peak_memory
 from trainers.memory import is_out_of_memory
 from trainers.models import build_model
-from trainers.train import TrainConfig, adamw, autocast, resolve_device
+from trainers.optimizer import adamw
+from trainers.train import TrainConfig, autocast, resolve_device
 
 VARIANTS: dict[str, dict] = {
     "mha": {"attention": "mha"},

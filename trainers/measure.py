@@ -152,3 +152,43 @@ def attention_kernels(fn: Callable[[], object]) -> set[str]:
     names = {event.name for event in profiler.events()}
     kernels = {name.removeprefix("aten::_scaled_dot_product_") for name in names if name.startswith("aten::_scaled_dot_product_")}
     return kernels | {kernel for operator, kernel in ATTENTION_OPERATORS.items() if operator in names}
+
+
+class RunPeakMemory:
+    """A run's peak memory, measured without wrapping a compiled model in a dispatch mode
+    (Dynamo would stop compiling the frames it saw under one, for good).
+
+    On CUDA: the caching allocator's peak over the whole run, above the memory in use at
+    the start. On CPU: the live-tensor tracker (``trainers.measure.peak_memory``) around the
+    eager model, on each step whose batch is longer than every one measured before
+    (bucketed batches grow the peak only with their length, and there are few such steps).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.bytes = 0
+        self.longest = 0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            self.start = torch.cuda.memory_allocated(device)
+
+    def wants(self, length: int) -> bool:
+        """Whether the step with a batch of ``length`` positions is measured (CPU only)."""
+        if self.device.type == "cuda" or length <= self.longest:
+            return False
+        self.longest = length
+        return True
+
+    @contextmanager
+    def measuring(self, optimizer: torch.optim.Optimizer) -> Iterator[None]:
+        """Measure the enclosed step; optimizer state made by an earlier step counts too (on
+        CUDA it is part of the allocator's peak)."""
+        state = sum(t.nbytes for values in optimizer.state.values() for t in values.values() if isinstance(t, Tensor))
+        with peak_memory(self.device) as memory:
+            yield
+        self.bytes = max(self.bytes, state + memory["bytes"])
+
+    def peak(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self.start
+        return self.bytes

@@ -19,7 +19,8 @@ from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.measure import peak_memory
 from trainers.models import build_model
-from trainers.train import TrainConfig, adamw, logits_and_labels
+from trainers.optimizer import adamw
+from trainers.train import TrainConfig, logits_and_labels
 
 # A step above this many training FLOPs (a second or more on one CPU thread) is measured at
 # batches of 1 and 2 examples and extrapolated: its cost is linear in the batch.

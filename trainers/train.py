@@ -7,9 +7,8 @@ stops calling it (Ray Tune does) or raises from ``report``.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -22,8 +21,9 @@ from trainers.costs import Flops, count_parameters, model_flops
 from trainers.data.batches import FixedShape
 from trainers.data.recall import IGNORE
 from trainers.knob_declarations import knob
-from trainers.measure import device_name, peak_flops, peak_memory
+from trainers.measure import RunPeakMemory, device_name, peak_flops
 from trainers.models import build_model
+from trainers.optimizer import adamw, learning_rate_factor
 from trainers.precisions import PRECISIONS
 from trainers.step_batches import batches_of, fixed_shapes, on_device, training_batches
 from trainers.torch_internals import compiled_graphs
@@ -138,37 +138,6 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """The model's trainable parameters, with weight decay on the matrices of linear maps only.
-
-    Biases, LayerNorm gains and embeddings (token, position, CLS; the decoder's output layer
-    shares the token embedding) are not decayed: shrinking them towards zero is no
-    regularisation (nanoGPT's ``configure_optimizers``).
-
-    Args:
-        model: The model.
-        weight_decay: AdamW's decay for the decayed group.
-
-    Returns:
-        Two AdamW parameter groups: decayed, then not decayed.
-    """
-    embeddings = {id(p) for module in model.modules() if isinstance(module, nn.Embedding) for p in module.parameters()}
-    decayed, kept = [], []
-    for parameter in model.parameters():
-        if parameter.requires_grad:
-            (decayed if parameter.dim() >= 2 and id(parameter) not in embeddings else kept).append(parameter)
-    return [{"params": decayed, "weight_decay": weight_decay}, {"params": kept, "weight_decay": 0.0}]
-
-
-def adamw(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW over ``parameter_groups``, with the fused kernel where this PyTorch has one for the device."""
-    groups = parameter_groups(model, config.weight_decay)
-    try:
-        return torch.optim.AdamW(groups, lr=config.learning_rate, fused=device.type in ("cuda", "cpu"))
-    except (RuntimeError, ValueError):  # no fused kernel for this device or dtype
-        return torch.optim.AdamW(groups, lr=config.learning_rate)
-
-
 @dataclass(frozen=True)
 class Evaluation:
     """One validation pass.
@@ -204,13 +173,6 @@ def evaluate(
     return Evaluation(correct / max(total, 1), total, float(loss_sum) / max(total, 1))
 
 
-def _learning_rate_factor(step: int, config: TrainConfig) -> float:
-    if step < config.warmup_steps:
-        return (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(config.steps - config.warmup_steps, 1)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-
-
 def _warm_up(
     model: nn.Module,
     stepped: nn.Module,
@@ -241,46 +203,6 @@ def _warm_up(
         with torch.no_grad(), autocast(device, precision):
             logits_and_labels(stepped, model_config, evaluation)
         stepped.train()
-
-
-class _PeakMemory:
-    """A run's peak memory, measured without wrapping a compiled model in a dispatch mode
-    (Dynamo would stop compiling the frames it saw under one, for good).
-
-    On CUDA: the caching allocator's peak over the whole run, above the memory in use at
-    the start. On CPU: the live-tensor tracker (``trainers.measure.peak_memory``) around the
-    eager model, on each step whose batch is longer than every one measured before
-    (bucketed batches grow the peak only with their length, and there are few such steps).
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.bytes = 0
-        self.longest = 0
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-            self.start = torch.cuda.memory_allocated(device)
-
-    def wants(self, length: int) -> bool:
-        """Whether the step with a batch of ``length`` positions is measured (CPU only)."""
-        if self.device.type == "cuda" or length <= self.longest:
-            return False
-        self.longest = length
-        return True
-
-    @contextlib.contextmanager
-    def measuring(self, optimizer: torch.optim.Optimizer) -> Iterator[None]:
-        """Measure the enclosed step; optimizer state made by an earlier step counts too (on
-        CUDA it is part of the allocator's peak)."""
-        state = sum(t.nbytes for values in optimizer.state.values() for t in values.values() if isinstance(t, Tensor))
-        with peak_memory(self.device) as memory:
-            yield
-        self.bytes = max(self.bytes, state + memory["bytes"])
-
-    def peak(self) -> int:
-        if self.device.type == "cuda":
-            return torch.cuda.max_memory_allocated(self.device) - self.start
-        return self.bytes
 
 
 def train(model_config: ModelConfig, train_config: TrainConfig, splits, *, report: Report | None = None) -> TrainResult:
@@ -338,7 +260,7 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
     torch.manual_seed(train_config.seed)
     model = build_model(model_config).to(device)
     optimizer = adamw(model, train_config, device)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _learning_rate_factor(step, train_config))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate_factor(step, train_config))
     validation = splits["val"]
     if train_config.eval_examples is not None and train_config.eval_examples < validation.num_rows:
         validation = validation.select(range(train_config.eval_examples))
@@ -364,7 +286,7 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
             torch.cuda.synchronize(device)
 
     start = time.perf_counter()
-    memory = _PeakMemory(device)
+    memory = RunPeakMemory(device)
     training_seconds, after_first = 0.0, Work()  # after_first: work after step 1, untimed
     loss_sum, loss_count = torch.zeros((), device=device), 0
     first_bad_step, first_bad_loss = torch.zeros((), dtype=torch.long, device=device), torch.zeros((), device=device)

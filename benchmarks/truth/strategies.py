@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmarks.truth.replay import Strategy
-from studies.catalogue.schema import NSGA2_WITH_ASHA, Search
+from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 
 # The default search since 2026-12-04, replayed with one look of seed repeats and with two.
 _IN_BAND_WITH_ASHA = Search("random", per_family=False, untried=True, stopping_rule="median", in_band=True)

@@ -26,7 +26,8 @@ from optuna.trial import FrozenTrial
 from search_space import SearchSpace
 from search_space.space import Value
 from storage import record
-from studies.catalogue.schema import Search, Study
+from studies.catalogue.schema import Study
+from studies.catalogue.search_strategy import Search
 from studies.engine.family_sampler import FamilySampler, family_configurations
 from studies.engine.optuna_internals import StudyView
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studies.catalogue.schema import Search
+from studies.catalogue.search_strategy import Search
 
 
 @dataclass(frozen=True)

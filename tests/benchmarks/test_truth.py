@@ -16,36 +16,26 @@ from benchmarks.resolution import wilson_interval
 from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
-from benchmarks.truth.compare import (
-    ReplaysBusyError,
-    main,
-    paired,
-    replays_path,
-    run_replays,
-    summary,
-    table_version,
-)
-from benchmarks.truth.replay import (
-    SeedRoles,
-    Strategy,
+from benchmarks.truth.compare import ReplaysBusyError, main, replays_path, run_replays, table_version
+from benchmarks.truth.replay import SeedRoles, Strategy, replay, replay_preset, seed_roles
+from benchmarks.truth.scoring import (
     agreement,
     area_under,
     configuration_of,
     hours_to,
     hypervolume,
-    replay,
-    replay_preset,
     same_answer,
     same_conclusion,
-    seed_roles,
 )
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.strategies import STRATEGIES
+from benchmarks.truth.summaries import paired, summary
 from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
 from storage import record
 from studies.catalogue import LRA_SHARING
-from studies.catalogue.schema import NSGA2_WITH_ASHA, Search, choices
+from studies.catalogue.schema import choices
+from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 from studies.engine.family_sampler import family_configurations
 from studies.engine.trial_config import configuration_flops
 from tests.studies.test_exhaustive import TABLE, table_ledger, train_all

@@ -17,7 +17,7 @@ from reports.results.frame import outcome, trials_frame
 from reports.results.names import INFEASIBLE
 from storage import open_storage, record
 from studies.catalogue import get_study
-from studies.catalogue.schema import Search
+from studies.catalogue.search_strategy import Search
 from studies.engine.family_sampler import FamilySampler
 from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for, study_sampler
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studies.catalogue.schema import Search
+from studies.catalogue.search_strategy import Search
 from studies.engine.wall_time import (
     MEASURED_OVERHEADS,
     STOPPED_SHARE,

@@ -207,7 +207,7 @@ def test_weight_decay_shrinks_linear_weights_only(tmp_path: Path) -> None:
     import torch
 
     from trainers.models import build_model
-    from trainers.train import adamw
+    from trainers.optimizer import adamw
 
     config = ModelConfig(
         vocab_size=32, num_classes=2, max_length=16, attention="damcha", d_model=16, num_heads=2, mlp_width=32, metric_rank=4
