@@ -89,9 +89,10 @@ def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.St
             continue
         families: dict[str, Counter] = {}
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
-        for trial in trials_with_repeats(study):
+        trials = trials_with_repeats(study)
+        for trial in trials:
             families.setdefault(family_of(trial), Counter())[outcome(trial)] += 1
-        counted.append((summary, families, complete_repeats(study)))
+        counted.append((summary, families, complete_repeats(trials)))
     return counted
 
 

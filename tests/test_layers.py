@@ -62,6 +62,7 @@ RULES = {
     "studies.engine": (
         "studies.engine",
         "studies.catalogue.schema",
+        "studies.catalogue.search_strategy",  # the schema's Search, in a module of its own
         "studies.catalogue.tasks",
         "search_space",
         "trainers",

@@ -68,6 +68,10 @@ class CompiledGraphs:
         self.warmed = self.start
         self.seconds = 0.0
 
+    def warmed_up(self, seconds: float) -> None:
+        """The warm-up compiled the run's graphs in ``seconds``: later graphs are recompiles."""
+        self.seconds, self.warmed = seconds, compiled_graphs()
+
     def graphs(self) -> int:
         """Graphs this trial compiled."""
         return compiled_graphs() - self.start

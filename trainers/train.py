@@ -302,13 +302,12 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
         warm_up_batches = (on_device(batch, device, keep_masks=keep_masks), on_device(evaluated, device, keep_masks=keep_masks))
         _warm_up(model, stepped, model_config, warm_up_batches, train_config.precision)
         synchronize()
-        compilation.seconds, compilation.warmed = time.perf_counter() - warm_up_start, compiled_graphs()
+        compilation.warmed_up(time.perf_counter() - warm_up_start)
     interval_start, excluded_seconds = time.perf_counter(), 0.0  # excluded: steps that compiled, in this interval
     for step in range(1, train_config.steps + 1):
         batch = batch if step == 1 else next(batches)
         step_start, graphs_before = time.perf_counter(), compiled_graphs() if compilation else 0
-        # Rows with a label that counts: a fixed shape's added rows (copies of a real one) have none.
-        rows = int((batch["labels"] != IGNORE).reshape(len(batch["labels"]), -1).any(dim=1).sum())
+        rows = len(batch["labels"]) if training_shape is None else training_shape.real_rows(batch)
         length = max(mask.shape[1] for name, mask in batch.items() if name.startswith("padding_mask"))
         batch_tokens = sum(int(mask[:rows].sum()) for name, mask in batch.items() if name.startswith("padding_mask"))
         batch = on_device(batch, device, keep_masks=keep_masks)

@@ -155,7 +155,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
         optuna_study.set_user_attr(record.VERDICT, results.verdict.sentence)
         optuna_study.set_user_attr(record.VERDICT_TABLE, verdict_frame(results).to_dict("records"))
-        optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(optuna_study))
+        trials = trials_with_repeats(optuna_study)  # one read: the count the verdict rests on, the run's counts
+        optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(trials))
         try:
             write_report(optuna_study, report, run.url, results=results)
         except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page
@@ -163,7 +164,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free space, "
                 f"then python -m reports {optuna_study.study_name} -o FILE"
             ) from None
-        counts = Counter(outcome(trial) for trial in trials_with_repeats(optuna_study))
+        counts = Counter(outcome(trial) for trial in trials)
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)

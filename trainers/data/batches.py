@@ -180,6 +180,12 @@ class FixedShape:
         fitted["labels"] = _grown(labels, self.rows, length, IGNORE, copy_first=False)
         return fitted
 
+    @staticmethod
+    def real_rows(batch: dict[str, Tensor]) -> int:
+        """How many rows of a fitted batch are real: the added ones (copies of a real row) have no label that counts."""
+        labels = batch["labels"]  # (B,) or (B, T)
+        return int((labels != IGNORE).reshape(len(labels), -1).any(dim=1).sum())
+
 
 def _grown(tensor: Tensor, rows: int, length: int | None, fill: int | bool, *, copy_first: bool) -> Tensor:
     """(B, [T]) -> (rows, [length]): new positions hold ``fill``; new rows copy row 0 or hold ``fill``."""
