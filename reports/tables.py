@@ -236,7 +236,7 @@ def verdict_data(results: StudyResults) -> pd.DataFrame:
         ``candidate_low``, ``candidate_high`` and the same of ``baseline_`` (headline figures, in the
         metric's unit); ``difference``, ``difference_low``, ``difference_high`` (in the unit differences
         are shown in: accuracy points); ``test``, ``p_holm``, ``significant``; ``answer`` (better, worse,
-        same, undetermined), ``margin`` (in the differences' unit), ``equivalence_p_holm``, ``seeds_needed``.
+        same, undetermined), ``margin`` (in the differences' unit), ``equivalence_p``, ``seeds_needed``.
     """
     rows = []
     for comparison in _said_once(results.verdict.comparisons):
@@ -261,7 +261,7 @@ def verdict_data(results: StudyResults) -> pd.DataFrame:
                 "significant": comparison.significant,
                 "answer": comparison.answer,
                 "margin": measured.scaled(measured.margin) if measured.margin is not None else math.nan,
-                "equivalence_p_holm": comparison.equivalence_p,
+                "equivalence_p": comparison.equivalence_p,
                 "seeds_needed": comparison.seeds_needed,
             }
         )

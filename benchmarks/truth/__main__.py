@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.truth.crossfit import cross_fitted_verdict, in_sample, out_of_sample, seed_sets
 from benchmarks.truth.stability import stability
 from benchmarks.truth.table import Table, TableError, load, table_path
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "their test values):"
     )
     print("  " + true_verdict(table).sentence)
+    _print_out_of_sample(table)
     if args.resamples:
         _print_stability(table, args.resamples)
 
@@ -85,6 +87,36 @@ def main(argv: list[str] | None = None) -> int:
             f"{effect.flops_ratio:.2f}x the FLOPs"
         )
     return 0
+
+
+def _print_out_of_sample(table: Table) -> None:
+    """The cross-fitted verdict and each comparison's out-of-sample gap beside the in-sample difference."""
+    select, judge = seed_sets(table)
+    print(
+        f"\nCross-fitted verdict (selected on seeds {_seeds_text(select)}, which every configuration has, and judged on "
+        f"seeds {_seeds_text(judge)}; the conclusions replays are scored against):"
+    )
+    crossed, gaps = cross_fitted_verdict(table), out_of_sample(table)
+    within = in_sample(table)
+    for comparison in crossed.comparisons:
+        label, low_high = comparison.family, comparison.interval
+        gap, inside = gaps.get(label), within.get(label)
+        held_out = (
+            f"; held out one seed at a time {gap.gap:+.2f} [{gap.interval[0]:+.2f}, {gap.interval[1]:+.2f}] over "
+            f"{gap.folds} folds, {gap.picks} distinct pick(s)"
+            if gap
+            else ""
+        )
+        print(
+            f"  {label}: {comparison.difference:+.2f} [{low_high[0]:+.2f}, {low_high[1]:+.2f}] {comparison.answer} "
+            f"(Holm p {comparison.adjusted_p:.3f}){held_out}; in sample {inside.difference:+.2f} {inside.answer}"
+            if inside
+            else f"  {label}: {comparison.difference:+.2f} {comparison.answer}{held_out}"
+        )
+
+
+def _seeds_text(seeds: tuple[int, ...]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == tuple(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
 def _print_stability(table: Table, resamples: int) -> None:

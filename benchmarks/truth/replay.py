@@ -6,15 +6,17 @@ in-memory Optuna study. Trials train on ``Preset.parallel_trials`` simulated slo
 its configuration's measured wall time (the median over the table's seeds; the fraction of it
 that a trial stopped early ran) and reports the table's learning curve of one of its seeds.
 
-A replay never judges on a seed its search read, as a real run's repeats are fresh seeds
-(``SeedRoles``): a search trial reads one of the seeds every configuration has, drawn at random;
-seed repeat ``k`` of every configuration reads the ``k``-th judging seed (the seeds only the
-deciding configurations have: ``studies.catalogue.schema.DecidingSeeds``), so repeat ``k`` of
-every configuration shares a seed, as in a study. A configuration without judging seeds is judged
-on its seeds that no search trial of it read, and where those run out on the others: such
-repeats are counted (``Replay.fallback_repeats``, ``Replay.leaked_repeats``). The preset's
-repeats are capped at the judging seeds (``replay_preset``). The sampler's own time (its
-``ask``) is measured beside the trials' (``Replay.sampler_hours``).
+A replay varies the seeds as a real run does (``SeedPool``, ``SeedRoles``). Each study seed draws its
+own judging seeds (``judging_roles``): the preset's repeats, drawn at random from the seeds the deciding
+configurations have (``studies.catalogue.schema.DecidingSeeds``), and repeat ``k`` of every configuration
+reads the ``k``-th, so repeat ``k`` shares a seed, as in a study. Every other seed is the search's: a
+search trial reads one its configuration has and its search has not read, so no configuration reads one
+seed twice, and no search trial reads a judging seed. A configuration without judging seeds is judged on
+its seeds that no search trial of it read, and where those run out on the others; a configuration
+searched more often than it has seeds reads one again: each is counted (``Replay.fallback_repeats``,
+``Replay.leaked_repeats``, ``Replay.reused_search_seeds``). The preset's repeats are capped at the
+judging seeds a replay can draw (``replay_preset``). The sampler's own time (its ``ask``) is measured
+beside the trials' (``Replay.sampler_hours``).
 
 The replay's verdict is the product's own (``reports.results.verdict``) on the replay's trial
 frame, and is scored against the truth (``benchmarks.truth.truth``): the same direction and
@@ -93,6 +95,8 @@ class Replay:
         fallback_repeats: Seed repeats of a configuration without judging seeds, read from its
             seeds that its search did not read.
         leaked_repeats: Seed repeats that read a seed its search also read (none had been left).
+        reused_search_seeds: Search trials that read a seed their configuration's search had read (none was left).
+        judging: The judging seeds it drew (``SeedPool.draw``).
     """
 
     seed: int
@@ -103,14 +107,16 @@ class Replay:
     sampler_hours: float = 0.0
     fallback_repeats: int = 0
     leaked_repeats: int = 0
+    reused_search_seeds: int = 0
+    judging: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class SeedRoles:
-    """Which of a table's seed indices a replay's search trials read and which its seed repeats read.
+    """Which of a table's seed indices one replay's search trials read and which its seed repeats read.
 
     Attributes:
-        search: Seeds every configuration has; a search trial reads one, drawn at random.
+        search: Seeds a search trial may read (each configuration its own of these, never one twice).
         judging: Seeds repeat ``k`` reads (the ``k``-th); none is a search seed.
     """
 
@@ -118,34 +124,53 @@ class SeedRoles:
     judging: tuple[int, ...]
 
 
-def seed_roles(table: Table, repeats: int) -> SeedRoles:
-    """The seeds a replay searches on and judges on, never the same.
+@dataclass(frozen=True)
+class SeedPool:
+    """The seeds a table offers its replays, from which each replay draws its own ``SeedRoles``.
 
-    Judging seeds are those every deciding configuration has beyond the seeds all have (a pass of
-    ``DecidingSeeds`` finished for all of them), at most ``repeats``. A table without them keeps its
-    last seeds for judging (at most ``repeats``, at least one seed left to search on).
+    Attributes:
+        common: Seeds every configuration has.
+        deciding: Every seed the configurations with the most seeds have (``DecidingSeeds``), ``common`` among them.
+        repeats: Judging seeds a replay draws: at most ``deciding`` less ``keep``.
+        keep: Common seeds a replay leaves to its search, so that a configuration without judging seeds can
+            still be searched on seeds of its own (two: tried twice without reading one seed twice).
+    """
+
+    common: tuple[int, ...]
+    deciding: tuple[int, ...]
+    repeats: int
+    keep: int
+
+    def draw(self, rng: np.random.Generator) -> SeedRoles:
+        """One replay's roles: ``repeats`` judging seeds drawn at random from ``deciding``, leaving at least
+        ``keep`` of the common seeds to the search; every other seed is the search's."""
+        while True:
+            judging = tuple(int(s) for s in rng.choice(self.deciding, self.repeats, replace=False))
+            if len(set(self.common) - set(judging)) >= self.keep:
+                return SeedRoles(tuple(s for s in self.deciding if s not in judging), judging)
+
+
+def seed_pool(table: Table, repeats: int) -> SeedPool:
+    """The seeds ``table``'s replays draw from (``SeedPool``), ``repeats`` judging seeds each where it allows.
 
     Raises:
-        ValueError: a table whose configurations share no seed.
+        ValueError: a table whose configurations share no seed, or share only one.
     """
     seeds_of: dict[tuple, set[int]] = {}
     for row in table.rows.to_dict("records"):
         seeds_of.setdefault(table.configuration_of(row), set()).add(int(row["seed_index"]))
     common = set.intersection(*seeds_of.values()) if seeds_of else set()
-    if not common:
-        raise ValueError("the table's configurations share no seed: a replay cannot search it")
-    deeper = [seeds - common for seeds in seeds_of.values() if seeds - common]
-    extra = sorted(set.intersection(*deeper)) if deeper else []
-    if extra:
-        return SeedRoles(tuple(sorted(common)), tuple(extra[:repeats]))
-    ordered = sorted(common)
-    kept = min(repeats, len(ordered) - 1)
-    return SeedRoles(tuple(ordered[: len(ordered) - kept]), tuple(ordered[len(ordered) - kept :]))
+    if len(common) < 2:
+        raise ValueError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")
+    most = max(len(seeds) for seeds in seeds_of.values())
+    deciding = set.intersection(*(seeds for seeds in seeds_of.values() if len(seeds) == most))
+    keep = min(2, len(common) - 1) if deciding != common else 1  # two where some configuration has common seeds alone
+    return SeedPool(tuple(sorted(common)), tuple(sorted(deciding)), min(repeats, len(deciding) - keep), keep)
 
 
 def replay_preset(preset: Preset, table: Table) -> Preset:
-    """The preset a table can replay: its seed repeats capped at the table's judging seeds (``seed_roles``)."""
-    return replace(preset, repeat_seeds=len(seed_roles(table, preset.repeat_seeds).judging))
+    """The preset a table can replay: its seed repeats capped at the judging seeds a replay draws (``seed_pool``)."""
+    return replace(preset, repeat_seeds=seed_pool(table, preset.repeat_seeds).repeats)
 
 
 class _Outcomes:
@@ -161,21 +186,27 @@ class _Outcomes:
             self.rows.setdefault(self._key(row["family"], row), {})[int(row["seed_index"])] = row
         self.wall = {key: float(np.median([r["wall_seconds"] for r in seeds.values()])) for key, seeds in self.rows.items()}
         self.searched: dict[tuple, set[int]] = {}  # configuration -> the seeds its search trials read
-        self.fallbacks = self.leaks = 0
+        self.fallbacks = self.leaks = self.reused = 0
 
     def seed_of(self, key: tuple, repeat_index: int | None, rng: np.random.Generator) -> int:
-        """The seed index a trial of configuration ``key`` reads: a search trial (``repeat_index`` None) one
-        of the search seeds at random; repeat ``k`` the ``k``-th judging seed, or where the configuration
-        lacks it, a seed its search did not read (counted), or failing that one it did (counted)."""
+        """The seed index a trial of configuration ``key`` reads: a search trial (``repeat_index`` None) one of its
+        search seeds it has not read, at random (where none is left, one it read: counted); repeat ``k`` the
+        ``k``-th judging seed, or where the configuration lacks it, a seed its search did not read (counted),
+        or failing that one it did (counted)."""
         seeds = self.rows[key]
+        read = self.searched.setdefault(key, set())
         if repeat_index is None:
-            index = int(rng.choice(self.roles.search))
-            self.searched.setdefault(key, set()).add(index)
+            own = [s for s in sorted(seeds) if s in self.roles.search]
+            unread = [s for s in own if s not in read]
+            if not unread:
+                self.reused += 1
+            index = int(rng.choice(unread or own or sorted(seeds)))
+            read.add(index)
             return index
         judging = self.roles.judging[repeat_index - 1]
         if judging in seeds:
             return judging
-        unread = [index for index in sorted(seeds) if index not in self.searched.get(key, set())]
+        unread = [index for index in sorted(seeds) if index not in read]
         if len(unread) >= repeat_index:
             self.fallbacks += 1
             return unread[repeat_index - 1]
@@ -195,6 +226,12 @@ class _Outcomes:
         if key not in self.rows:
             raise KeyError(f"the table has no configuration {key}: it does not cover the replayed study's space")
         return key, self.rows[key]
+
+
+def judging_roles(table: Table, repeats: int, seed: int) -> SeedRoles:
+    """Study seed ``seed``'s seed roles on ``table``: drawn from a stream of their own, so that every protocol
+    scored for that study seed (a strategy's replay, ``no_search``) judges on the same seeds."""
+    return seed_pool(table, repeats).draw(np.random.default_rng([seed, 1]))
 
 
 def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, seed: int) -> Replay:
@@ -223,8 +260,8 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         study.set_metric_names([o.metric for o in definition.objectives])
     study.set_user_attr(record.SEARCH_SPACE, {name: space.knobs[name].domain.describe() for name in space.searched})
     study.set_user_attr(record.BUDGET, {"families": {f.label: dict(f.values) for f in definition.families}})
-    outcomes = _Outcomes(table, seed_roles(table, preset.repeat_seeds))
     rng = np.random.default_rng(seed)
+    outcomes = _Outcomes(table, judging_roles(table, preset.repeat_seeds, seed))
 
     def ledger(budget: int, asked: optuna.Study = study) -> Ledger:
         return Ledger(
@@ -268,6 +305,8 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         sampler.seconds / 3600,
         outcomes.fallbacks,
         outcomes.leaks,
+        outcomes.reused,
+        outcomes.roles.judging,
     )
 
 

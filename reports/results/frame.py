@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 
 from reports.results.names import (
     ATTRIBUTE_COLUMNS,
+    CURVE,
     FAMILIES_ATTRIBUTE,
     FAMILY_KNOBS_ATTRIBUTE,
     INFEASIBLE,
@@ -72,7 +73,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     Columns: ``number`` (a search trial's; a seed repeat's in its own study, so search rows alone are keyed
     by it: ``search_runs``), ``state`` (``outcome``), ``family`` (its label), every knob (``configuration``:
     Optuna params and a named point's values; ``knob_columns`` names them), the attributes in
-    ``ATTRIBUTE_COLUMNS``, the study's first objective (named by
+    ``ATTRIBUTE_COLUMNS``, ``curve`` (the values it reported, by step), the study's first objective (named by
     its metric, e.g. ``val_accuracy``: the final value of a complete trial, the last
     reported value of a pruned one; ``state`` tells which) and ``score``, that value signed
     so that larger is better. A value or FLOPs count that is not a finite number (another
@@ -91,13 +92,14 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         if trial.state == TrialState.FAIL and row[record.ERROR] is None:
             row[record.ERROR] = LOST_DRIVER_ERROR
         row[record.FAMILY] = family_of(trial)
+        row[CURVE] = dict(trial.intermediate_values)
         if row["state"] == "COMPLETE":
             row[measured.column] = trial.values[0]
         elif trial.intermediate_values:
             row[measured.column] = trial.intermediate_values[max(trial.intermediate_values)]
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for name in ("number", "state", measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
+    for name in ("number", "state", CURVE, measured.column, *ATTRIBUTE_COLUMNS):  # present even when no trial reported
         if name not in frame.columns:
             frame[name] = pd.Series(dtype=float if name == measured.column else object)
     for name in (measured.column, record.FLOPS):  # another program's store may hold inf, NaN or no number: not a result

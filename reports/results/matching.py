@@ -12,8 +12,10 @@ quality that more compute buys.
 **The rule** (search runs only, by validation score, ``fronts.best``). For each family other
 than the baseline: its best configuration within the band of the best baseline's cost; else its
 best at any cost, against the best baseline run within the band of *its* cost (which the seed
-repeats then train, stopped early in the search or not); else against the baseline's run
-nearest in cost, flagged as not matched. Each named point likewise, at its own cost.
+repeats then train to full length, stopped early in the search or not: runs there are compared
+at the last step all of them reached, so a run the family's median stopped is not passed over
+for a worse one that finished); else against the baseline's run nearest in cost, flagged as not
+matched. Each named point likewise, at its own cost.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import pandas as pd
 
 from reports.results.frame import search_runs
 from reports.results.fronts import best
-from reports.results.names import SCORE
+from reports.results.names import CURVE, SCORE
+from reports.results.quality import quality
 from storage import record
 
 COST_BAND = 1.15
@@ -69,17 +72,39 @@ def _scored(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows[SCORE].notna() & rows[record.FLOPS].notna()]
 
 
-def _baseline_at(baselines: pd.DataFrame, flops: float) -> tuple[pd.Series, bool]:
-    """The baseline's run to compare with a configuration of ``flops``: its best within the band (complete
-    runs first, then runs stopped early, by their last value), else the nearest in cost, not matched."""
+def _baseline_at(baselines: pd.DataFrame, flops: float, sign: float) -> tuple[pd.Series, bool]:
+    """The baseline's run to compare with a configuration of ``flops``: its best within the band, judged at the
+    last step every run there reached (``_at_common_step``: a run stopped early and a complete one alike), else
+    the nearest in cost, not matched.
+
+    Args:
+        sign: The quality's sign (``Quality.sign``): a learning curve's values times it are scores.
+    """
     ratios = flops / baselines[record.FLOPS].astype(float)
     near = baselines[ratios.map(matched)]
     if not near.empty:
-        complete = near[near["state"] == "COMPLETE"]
-        return best(complete if not complete.empty else near), True
+        return best(_at_common_step(near, sign)), True
     distance = np.abs(np.log(ratios.astype(float)))
     nearest = baselines[distance == distance.min()]
     return best(nearest), False
+
+
+def _at_common_step(rows: pd.DataFrame, sign: float) -> pd.DataFrame:
+    """``rows`` scored by their value at the last step all of them reported, where one stopped early.
+
+    A run the early-stopping rule stopped (a median over the whole family, which holds other widths) may
+    be the best of its cost band; its last value comes from an earlier step than a complete run's final
+    one, so the two are compared where both have a value. Complete runs alone, or runs without learning
+    curves, keep their scores.
+    """
+    curves = list(rows[CURVE]) if CURVE in rows else []
+    if (rows["state"] == "COMPLETE").all() or len(curves) != len(rows) or not all(isinstance(c, dict) and c for c in curves):
+        return rows
+    step = min(max(curve) for curve in curves)
+    reached = [[s for s in curve if s <= step] for curve in curves]
+    if not all(reached):  # curves on different schedules: no step to compare them at
+        return rows
+    return rows.assign(**{SCORE: [sign * float(curve[max(s)]) for curve, s in zip(curves, reached, strict=True)]})
 
 
 def _why_none(rows: pd.DataFrame, label: str) -> str:
@@ -128,6 +153,7 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
         )
         return [Pairing(family, None, None, why_none=why) for family in others]
     reference = best(complete_baselines)
+    sign = quality(frame).sign
     result = []
     for family in others:
         rows = search[search[record.FAMILY] == family]
@@ -140,7 +166,7 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
             result.append(Pairing(family, int(best(at_reference)["number"]), int(reference["number"]), True, True))
             continue
         chosen = best(complete)
-        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]))
+        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]), sign)
         result.append(Pairing(family, int(chosen["number"]), int(baseline["number"]), False, is_matched))
     points = search[search[record.POINT].notna()] if record.POINT in search else search.iloc[0:0]
     for label, rows in points.groupby(record.POINT, sort=False):
@@ -149,7 +175,7 @@ def pairings(frame: pd.DataFrame, families: list[str]) -> list[Pairing]:
             result.append(Pairing(str(label), None, None, why_none=_why_none(rows, str(label)), point=True))
             continue
         chosen = best(complete)
-        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]))
+        baseline, is_matched = _baseline_at(baselines, float(chosen[record.FLOPS]), sign)
         same = int(baseline["number"]) == int(reference["number"])
         result.append(Pairing(str(label), int(chosen["number"]), int(baseline["number"]), same, is_matched, point=True))
     return result

@@ -7,6 +7,7 @@ from optuna.trial import TrialState
 from storage import record
 
 SCORE = "score"  # frame column: the study's first objective, signed so that larger is better
+CURVE = "curve"  # frame column: the values a trial reported, by step (its learning curve; {} for none)
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
 ATTRIBUTE_COLUMNS = (

@@ -2,9 +2,9 @@
 seeds and held-out test data, with Holm's correction across the comparisons.
 
 Each comparison has one of three answers (``Comparison.answer``): better or worse (the difference
-is significant, Holm-adjusted), the same within the metric's margin (two one-sided tests,
-Holm-adjusted: ``Quality.margin``), or undetermined (neither; it says about how many seeds would
-decide it).
+is significant, Holm-adjusted across the comparisons), the same within the metric's margin (two
+one-sided tests at the level, per comparison: ``Quality.margin``), or undetermined (neither; it says
+about how many seeds would decide it). Why the two kinds of test share the error rate so: docs/verdict.md.
 
 One function writes it (``verdict``); the summary, the report and the store's ``verdict``
 attribute show the same words. What it compares is ``matching.pairings`` (the same rule chose
@@ -42,7 +42,7 @@ class Comparison:
         adjusted_p: Its Holm-adjusted p-value over the study's comparisons (NaN: no test).
         candidate_value, baseline_value: The means compared.
         equivalence_p: The two one-sided tests' p-value that the difference lies within the
-            quality's margin, Holm-adjusted over the comparisons (NaN: no test, or no margin).
+            quality's margin, this comparison's own (NaN: no test, or no margin).
         seeds_needed: About how many seeds in all would decide the comparison, were it undetermined
             (``statistics.seeds_to_decide``; None: unknown).
     """
@@ -82,7 +82,7 @@ class Comparison:
 
     @property
     def same(self) -> bool:
-        """Whether two one-sided tests put the difference within the margin (Holm-adjusted p below 0.05)."""
+        """Whether two one-sided tests put the difference within the margin (p below 0.05) and no difference was found."""
         return not self.significant and not math.isnan(self.equivalence_p) and self.equivalence_p < 1 - LEVEL
 
     @property
@@ -127,12 +127,11 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
     ]
     measured = quality(frame)
     adjusted = iter(_holm_per_pair(compared, [test and test.p_value for test in tests]))
+    # Equivalence is tested per comparison, unadjusted: each "same" is a claim of its own (docs/verdict.md).
     equivalence = [_equivalence(candidate, baseline, measured.margin) for _, candidate, baseline in compared]
-    tested = [None if test is None else p for test, (p, _) in zip(tests, equivalence, strict=True)]
-    adjusted_equivalence = iter(_holm_per_pair(compared, tested))
     sentences, comparisons = [], []
-    for (pairing, candidate, baseline), test, adjusted_p, adjusted_same, (_, needed) in zip(
-        compared, tests, adjusted, adjusted_equivalence, equivalence, strict=True
+    for (pairing, candidate, baseline), test, adjusted_p, (same_p, needed) in zip(
+        compared, tests, adjusted, equivalence, strict=True
     ):
         if candidate is None or baseline is None:
             why = pairing.why_none or "its selected configurations did not complete on fresh seeds"
@@ -143,7 +142,8 @@ def headline(frame: pd.DataFrame, configs: pd.DataFrame) -> Headline:
         else:  # the values the test compares (the shared seeds where it pairs): every figure of it from the same
             values = _fresh_values(candidate, baseline)[:2]
         means = (float(values[0].mean()), float(values[1].mean()))
-        comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *means, adjusted_same, needed)
+        same_p = float("nan") if test is None else same_p
+        comparison = Comparison(pairing, candidate, baseline, measured, test, adjusted_p, *means, same_p, needed)
         same_as = next((c for c in comparisons if duplicates(comparison, c)), None)
         comparisons.append(comparison)
         if same_as is not None:  # a named point that is a family's selected configuration: said once
@@ -299,7 +299,7 @@ def _answer_words(comparison: Comparison, unit: str) -> str:
         return "not significant"
     margin = f"±{measured.scaled(measured.margin):.{measured.decimals}f} {unit}"
     if comparison.same:
-        return f"the same within {margin} (two one-sided tests, Holm-adjusted p {_p(comparison.equivalence_p)})"
+        return f"the same within {margin} (two one-sided tests, p {_p(comparison.equivalence_p)})"
     needed = comparison.seeds_needed
     more = f"about {needed} seeds in all would decide it" if needed else "the seeds' spread leaves it open"
     return f"undetermined, neither a difference nor the same within {margin}, {more}"

@@ -17,7 +17,8 @@ from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
 from benchmarks.truth.compare import ReplaysBusyError, main, replays_path, run_replays, table_version
-from benchmarks.truth.replay import SeedRoles, Strategy, replay, replay_preset, seed_roles
+from benchmarks.truth.crossfit import cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
+from benchmarks.truth.replay import SeedPool, Strategy, judging_roles, replay, replay_preset, seed_pool
 from benchmarks.truth.scoring import (
     agreement,
     area_under,
@@ -239,39 +240,64 @@ def deeper(table: Table, seeds: range, where: pd.Series) -> Table:
     return Table(pd.concat([table.rows, *copies], ignore_index=True), table.provenance)
 
 
-def test_a_replay_never_judges_on_a_seed_its_search_read(committed: Table) -> None:
+def test_a_replay_draws_fresh_judging_seeds_and_never_judges_on_or_searches_twice_a_seed(committed: Table) -> None:
     definition, preset = slice_study_and_preset()
     table = deeper(committed, range(3, 9), committed.rows["learning_rate"] == 1e-3)
-    roles = seed_roles(table, preset.repeat_seeds)
-    assert roles == SeedRoles(search=(0, 1, 2), judging=(3, 4, 5, 6, 7, 8))
+    pool = seed_pool(table, preset.repeat_seeds)
+    assert pool == SeedPool(common=(0, 1, 2), deciding=tuple(range(9)), repeats=6, keep=2)
     assert replay_preset(preset, table).repeat_seeds == 6  # as many as the preset's
     seed_of: dict[tuple, dict[float, int]] = {}
     for row in table.rows.to_dict("records"):
         seed_of.setdefault(configuration_of(row["family"], row, table.knobs), {})[row[record.ACCURACY]] = int(row["seed_index"])
-    for study_seed in range(3):
+    drawn, fallbacks = set(), 0
+    for study_seed in range(4):
         replayed = replay(definition, replay_preset(preset, table), table, Strategy("today", NSGA2_WITH_ASHA), study_seed)
-        frame = replayed.frame[replayed.frame["state"] == "COMPLETE"]
-        read: dict[tuple, set[int]] = {}
+        judging = judging_roles(table, 6, study_seed).judging
+        assert replayed.judging == judging and len(set(judging)) == 6 and len(set(judging) & {0, 1, 2}) <= 1
+        drawn.add(frozenset(judging))
+        frame = replayed.frame[replayed.frame["state"] == "COMPLETE"]  # a final value names its seed
+        read: dict[tuple, list[int]] = {}
         for _, trial in frame[frame["repeat_of"].isna()].iterrows():
             key = configuration_of(trial["family"], trial, table.knobs)
-            read.setdefault(key, set()).add(seed_of[key][trial[record.ACCURACY]])
-        assert set().union(*read.values()) <= set(roles.search)
+            read.setdefault(key, []).append(seed_of[key][trial[record.ACCURACY]])
+        assert all(len(seeds) == len(set(seeds)) for seeds in read.values())  # no configuration reads a seed twice
+        assert replayed.reused_search_seeds == 0
+        assert not set().union(*map(set, read.values())) & set(judging)  # no search trial reads a judging seed
         repeats = frame[frame["repeat_of"].notna()]
         assert len(repeats)
-        leaks = 0
         for _, trial in repeats.iterrows():
             key = configuration_of(trial["family"], trial, table.knobs)
             seed, index = seed_of[key][trial[record.ACCURACY]], int(trial["repeat_index"])
             if len(seed_of[key]) > 3:  # a configuration with judging seeds: repeat k reads the k-th
-                assert seed == roles.judging[index - 1] and seed not in read.get(key, set())
-            elif index <= 3 - len(read.get(key, set())):  # without: first the seeds its search did not read
-                assert seed not in read.get(key, set())
-            else:
-                leaks += 1
-        assert replayed.leaked_repeats == leaks  # and the rest counted
-    assert replayed.fallback_repeats > 0  # the test could fail: a configuration without judging seeds was judged
-    plain = seed_roles(committed, 6)  # a table without judging seeds keeps its last for judging
-    assert plain == SeedRoles(search=(0,), judging=(1, 2))
+                assert seed == judging[index - 1]
+            else:  # without: first the seeds its search did not read
+                assert seed not in read.get(key, []) or replayed.leaked_repeats
+        fallbacks += replayed.fallback_repeats
+    assert len(drawn) > 1  # the judging seeds vary from study to study
+    assert fallbacks > 0  # the test could fail: a configuration without judging seeds was judged
+    plain = seed_pool(committed, 6)  # a table without judging seeds: one seed left to search, two to judge
+    assert plain == SeedPool(common=(0, 1, 2), deciding=(0, 1, 2), repeats=2, keep=1)
+
+
+def test_the_cross_fitted_truth_selects_on_the_seeds_all_have_and_judges_only_on_the_others(committed: Table) -> None:
+    table = deeper(committed, range(3, 9), committed.rows["learning_rate"] == 1e-3)
+    assert seed_sets(table) == ((0, 1, 2), tuple(range(3, 9)))
+    with pytest.raises(ValueError, match="judgement share seeds"):
+        split_configurations(configurations(table), [0, 1], [1, 2])
+    with pytest.raises(ValueError, match="more seeds for some"):
+        seed_sets(committed)  # every configuration has the same seeds: nothing is out of sample
+    crossed = cross_fitted_verdict(table)
+    on_selection_seeds = true_verdict(with_seeds(table, [0, 1, 2])).comparisons  # picks by validation over 0-2
+    for comparison, selected in zip(crossed.comparisons, on_selection_seeds, strict=True):
+        for side in ("candidate", "baseline"):
+            ours, theirs = getattr(comparison, side), getattr(selected, side)
+            assert [repr(ours[k]) for k in committed.knobs] == [repr(theirs[k]) for k in committed.knobs]
+            if ours is not None and len(ours["fresh"]):  # judged on the judging seeds alone (repeat index = seed + 1)
+                assert set(ours["fresh"]) <= {seed + 1 for seed in range(3, 9)}
+    gaps = out_of_sample(table)
+    assert set(gaps) <= {c.family for c in crossed.comparisons} and gaps
+    for gap in gaps.values():
+        assert gap.folds >= 3 and gap.picks >= 1 and gap.interval[0] <= gap.gap <= gap.interval[1]
 
 
 def test_a_named_point_is_scored_against_the_truth_of_the_variant_the_replay_trained(committed: Table) -> None:
