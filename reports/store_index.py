@@ -97,7 +97,7 @@ def _studies(storage: optuna.storages.BaseStorage) -> list[tuple[optuna.study.St
 
 
 def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
-    """The store's studies, one block each: trials by state and by family, and the recorded verdict.
+    """The store's studies, one block each: trials by state and by family, the recorded verdict and how sure it is.
 
     Args:
         storage: The store, opened for reading.
@@ -126,12 +126,15 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
         if table := verdict_text(summary.user_attrs.get(record.VERDICT_TABLE) or [], indent="    "):  # older stores: none
             lines.append(table)
         lines.append(f"    {verdict}")
+        if reliability := summary.user_attrs.get(record.RELIABILITY):
+            lines.append(f"    {reliability}")
     return "\n".join(lines)
 
 
 def listing_data(storage: optuna.storages.BaseStorage) -> pd.DataFrame:
     """``listing`` as data: one row per study and family, its trials counted by outcome (a column each, numbers),
-    and the study's recorded verdict (empty when none); a study without trials has one row, family empty.
+    the study's recorded verdict and how sure it is (``how_sure``; empty when none); a study without trials has
+    one row, family empty.
 
     Args:
         storage: The store, opened for reading.
@@ -142,6 +145,6 @@ def listing_data(storage: optuna.storages.BaseStorage) -> pd.DataFrame:
         for family, counted in families.items() or [("", Counter())]:
             outcomes = {state.lower(): counted[state] for state in _STATES}
             row = {"study": summary.study_name, record.FAMILY: family, "trials": sum(counted.values())}
-            rows.append(row | outcomes | {"verdict": verdict})
-    columns = ["study", record.FAMILY, "trials", *(state.lower() for state in _STATES), "verdict"]
+            rows.append(row | outcomes | {"verdict": verdict, "how_sure": summary.user_attrs.get(record.RELIABILITY) or ""})
+    columns = ["study", record.FAMILY, "trials", *(state.lower() for state in _STATES), "verdict", "how_sure"]
     return pd.DataFrame(rows, columns=columns)

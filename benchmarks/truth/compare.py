@@ -7,22 +7,25 @@
     python -m benchmarks.truth.compare --markdown             # the summary as docs/truth.md shows it
     python -m benchmarks.truth.compare --against today        # each strategy against one, study seed by study seed
     python -m benchmarks.truth.compare --seeds 300-599        # those study seeds only, replayed and summarized
-    python -m benchmarks.truth.compare --trials 32 --against default --against-trials 24   # two budgets, paired
+    python -m benchmarks.truth.compare --trials 28 --only "band, ASHA" --against "band, ASHA" --against-trials 24   # budgets
 
 Each replay (``benchmarks.truth.replay``) is one row of ``benchmarks/truth/<table>-replays.csv``,
-written as it ends, with its budget (trials, repeat seeds) and the table's content hash: re-running the same command
-replays only what that file lacks for the table as it is now (a table that grew is replayed
-afresh).
+written as it ends, with its budget (trials, repeat seeds), the table's content hash and its scheme
+(``SCHEME``): re-running the same command replays only what that file lacks for the table as it is now
+(a table that grew, or rows of an earlier scheme, are replayed afresh). Beside every strategy's replays,
+the two reference protocols' of the same study seeds (``benchmarks.truth.skill``: no search, always
+abstain), as rows of their own.
 
-The summary gives, per strategy: how often the replayed verdict agrees with the true one (every
-comparison in the same direction with the same significance); how often it concludes alike (the
-same significance, and the same direction where the truth's difference is significant), whole
-and for the families' comparisons alone (the named points' aside); each comparison's agreement,
-conclusion and median regret (true test accuracy points of the truth's selected configuration
-less the replay's); the search's device-hours; the median device-hours until the configurations
-it completed cover 95% of each family's true hypervolume (mean over families); and that share's
-mean over the first ``--horizon`` device-hours (the area under its curve). ``--against NAME``
-prints instead each strategy against one, replay by replay of the same study seed (``paired``).
+Every row is scored against the cross-fitted truth (``benchmarks.truth.skill.Referee``). The summary gives,
+per strategy: how often it is right (every comparison the truth decides decided alike, none the truth leaves
+open answered wrongly), with its 95% Wilson interval; its skill over each reference protocol on the same
+study seeds, with a paired bootstrap interval; each comparison's share decided alike, or (where the truth is
+undetermined) covering the out-of-sample gap, deciding, and deciding wrongly; each family's mean regret
+(true test accuracy points of the truth's selected configuration less the replay's) and how often it
+reaches a point; the study's device-hours; the median device-hours until the configurations it completed
+cover 95% of each family's true hypervolume (mean over families); and that share's mean over the first
+``--horizon`` device-hours. ``--against NAME`` prints instead each strategy against one, replay by replay of
+the same study seed (``paired``).
 """
 
 from __future__ import annotations
@@ -49,15 +52,20 @@ from filelock import FileLock, Timeout
 
 from benchmarks.truth.replay import replay, replay_preset
 from benchmarks.truth.scoring import agreement
+from benchmarks.truth.skill import REFERENCES, Referee, References, answer_fields
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
 from benchmarks.truth.table import Table, TableError, load, table_path
-from benchmarks.truth.truth import configurations, point_truths, true_verdict
+from benchmarks.truth.truth import configurations, point_truths
 from common.outputs import exit_with, write_atomically
-from reports.results.verdict import Comparison, Headline
+from reports.results.verdict import Comparison
 from studies.catalogue import get_study
 from studies.catalogue.schema import Preset, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
+
+# How a row's seeds were drawn and what it is scored against: fresh judging seeds per study seed, a seed of its
+# own for every search trial, the cross-fitted truth (``skill.Referee``). Rows of an earlier scheme are redone.
+SCHEME = "fresh judging seeds, cross-fitted truth"
 
 
 def replays_path(table: Path) -> Path:
@@ -102,7 +110,8 @@ class _Replaying:
     definition: Study
     preset: Preset
     table: Table
-    truth: Headline
+    referee: Referee
+    references: References
     variants: dict[tuple, Comparison]
     configs: pd.DataFrame
     version: str
@@ -120,18 +129,23 @@ def _start_worker(replaying: _Replaying) -> None:
 
 
 def _replay_row(name: str, seed: int) -> dict[str, object]:
-    """One replay of strategy ``name`` from study seed ``seed``, scored: a row of the replays file."""
+    """One replay of strategy ``name`` (or of a reference protocol, ``skill.REFERENCES``) from study seed
+    ``seed``, scored: a row of the replays file."""
     assert _REPLAYING is not None, "_start_worker sets what a replay reads"
     r = _REPLAYING
     started = time.monotonic()
+    budget = {"strategy": name, "trials": r.preset.trials, "repeat_seeds": r.preset.repeat_seeds, "seed": seed}
+    budget |= {"table": r.version, "scheme": SCHEME}
+    if name in REFERENCES:
+        scored_reference = r.references.rows(r.preset.repeat_seeds, seed)[name]
+        return budget | scored_reference | {"replay_seconds": round(time.monotonic() - started, 3)}
     result = replay(r.definition, r.preset, r.table, STRATEGIES[name], seed)
-    scored = agreement(r.truth, result, r.configs, r.table.knobs, r.variants)
+    scored = agreement(r.referee.truth, result.headline, r.configs, r.table.knobs, r.variants)
+    answers = answer_fields(result.headline)
     return {
-        "strategy": name,
-        "trials": r.preset.trials,
-        "repeat_seeds": r.preset.repeat_seeds,
-        "seed": seed,
-        "table": r.version,
+        **budget,
+        **answers,
+        **r.referee.score(answers),
         "agrees": scored.agrees,
         **{f"agrees: {label}": value for label, value in scored.per_label.items()},
         "concludes": scored.concludes_alike,
@@ -143,6 +157,7 @@ def _replay_row(name: str, seed: int) -> dict[str, object]:
         "sampler_hours": round(result.sampler_hours, 6),
         "fallback_repeats": result.fallback_repeats,
         "leaked_repeats": result.leaked_repeats,
+        "reused_search_seeds": result.reused_search_seeds,
         "hypervolume": json.dumps([[round(h, 5), round(s, 5)] for h, s in result.hypervolume]),
         "replay_seconds": round(time.monotonic() - started, 3),
     }
@@ -186,25 +201,16 @@ def run_replays(
         table = load(table_file)
         version = table_version(table_file)  # replays of another state of the table are redone
         preset = replay_preset(preset, table)
+        referee = Referee.of(table)
         replaying = _Replaying(
-            definition,
-            preset,
-            table,
-            true_verdict(table),
-            point_truths(table),
-            configurations(table),
-            version,
+            definition, preset, table, referee, References(table, referee), point_truths(table), configurations(table), version
         )
         done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
-        # Rows of another state of the table, or written before a column the summary reads, are redone.
-        rows = [
-            row
-            for row in done.to_dict("records")
-            if row["table"] == version
-            and all(pd.notna(row.get(column)) for column in ("trials", "repeat_seeds", "concludes", "leaked_repeats"))
-        ]
+        # Rows of another state of the table, or of another scheme of seeds and scores, are redone.
+        rows = [row for row in done.to_dict("records") if row["table"] == version and row.get("scheme") == SCHEME]
         budget = (preset.trials, preset.repeat_seeds)
         have = {(row["strategy"], int(row["trials"]), int(row["repeat_seeds"]), int(row["seed"])) for row in rows}
+        names = [*names, *(name for name in REFERENCES if name not in names)]  # the references beside every strategy
         wanted = [
             (name, seed)
             for name in names
@@ -213,7 +219,8 @@ def run_replays(
         ]
         # The file in one order whatever a run names (``STRATEGIES``', then strategies no longer there), so that
         # its diffs show the rows a run added; then by budget and seed.
-        order = {name: rank for rank, name in enumerate(dict.fromkeys([*STRATEGIES, *(row["strategy"] for row in rows)]))}
+        known = [*STRATEGIES, *REFERENCES, *(row["strategy"] for row in rows)]
+        order = {name: rank for rank, name in enumerate(dict.fromkeys(known))}
 
         def keep(row: dict[str, object]) -> None:
             rows.append(row)
@@ -330,10 +337,9 @@ def main(argv: list[str] | None = None) -> int:
             theirs = run_replays(
                 args.table, [against], len(seeds), definition, other, workers=args.workers, first_seed=seeds.start
             )
-            frame = pd.concat(
-                [frame[frame["strategy"] != against], theirs.assign(strategy=f"{against} ({args.against_trials} trials)")]
-            )
-            against = f"{against} ({args.against_trials} trials)"
+            renamed = f"{against} ({args.against_trials} trials)"  # beside its own rows at --trials: a budget against another
+            frame = pd.concat([frame, theirs[theirs["strategy"] == against].assign(strategy=renamed)])
+            against = renamed
     except (TableError, StudyOptionError, ReplaysBusyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if against is not None:
         table = paired(frame, against, args.horizon, families).set_index("strategy")
     else:
-        table = summary(frame, args.horizon, families).set_index("strategy")
+        table = summary(frame, args.horizon).set_index("strategy")
     if args.markdown:
         print(table.to_markdown())
         return 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from benchmarks.truth.table import Table
+from benchmarks.truth.table import Table, TableError
 from benchmarks.truth.truth import configurations, families, true_verdict, truth_frame
 from reports.results.matching import pairings
 from reports.results.statistics import mean_interval
@@ -33,14 +33,17 @@ def seed_sets(table: Table) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The seeds every configuration has (selection) and the seeds only some have (judgement), in order.
 
     Raises:
-        ValueError: a table whose configurations share no seed, or none has more than those.
+        TableError: a table whose configurations share no seed, or none has more than those.
     """
     configs = configurations(table)
     held = [set(seeds) for seeds in configs["test_by_seed"]]
     common = set.intersection(*held) if held else set()
     extra = set().union(*held) - common
     if not common or not extra:
-        raise ValueError("a cross-fitted truth needs seeds every configuration has and more seeds for some (DecidingSeeds)")
+        raise TableError(
+            "a cross-fitted truth needs seeds every configuration has and more seeds for some: build the table with "
+            "its preset's deciding seeds (studies.catalogue.schema.DecidingSeeds)"
+        )
     return tuple(sorted(common)), tuple(sorted(extra))
 
 

@@ -1,19 +1,22 @@
-"""The agreement–time curve as a figure: how often a replayed study concludes as its truth does, against the
-device-hours a study costs, each search strategy over the budgets it was replayed at. It reads the committed
-replays (``python -m benchmarks.truth.compare`` writes them) and replays nothing.
+"""The agreement–time curve as a figure: how often a replayed study is right (``benchmarks.truth.skill``: it decides
+as the cross-fitted truth decides and answers nothing it leaves open wrongly), against the device-hours a study
+costs, each search strategy over the budgets it was replayed at, beside a study that searches nothing. It reads
+the committed replays (``python -m benchmarks.truth.compare`` writes them) and replays nothing.
 
     python -m benchmarks.truth.curve                            # docs/truth-curve.png, as docs/truth.md shows it
     python -m benchmarks.truth.curve --output curve.html        # the same figure as a page to hover
     python -m benchmarks.truth.curve --only "cost band"         # those strategies alone
 
-A point is one strategy at one budget (trials, with the preset's repeat seeds): the share of its replays whose
-whole verdict concludes alike (with its 95% Wilson interval) at the median device-hours of a study (search,
-sampler and seed repeats), as docs/truth.md's tables give them; a strategy replayed at several budgets is a line.
+A point is one strategy at one budget (trials, with the preset's repeat seeds): the share of its replays that are
+right (with its 95% Wilson interval) at the median device-hours of a study (search, sampler and seed repeats), as
+docs/truth.md's tables give them; a strategy replayed at several budgets is a line. A dashed line: the share of
+the same study seeds that no search gets right (it costs only its repeats).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -21,12 +24,13 @@ import pandas as pd
 
 from benchmarks.resolution import wilson_interval
 from benchmarks.truth.compare import replays_path, table_version
+from benchmarks.truth.skill import NO_SEARCH, REFERENCES
 from benchmarks.truth.table import TableError, table_path
 from common.outputs import exit_with
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUTPUT = ROOT / "docs" / "truth-curve.png"
-REPLAY_COLUMNS = ("strategy", "trials", "repeat_seeds", "table", "concludes", "search_hours", "sampler_hours", "repeat_hours")
+REPLAY_COLUMNS = ("strategy", "trials", "repeat_seeds", "table", "right", "search_hours", "sampler_hours", "repeat_hours")
 
 
 def curve_info(replays: pd.DataFrame, table: str, repeat_seeds: int, only: list[str] | None = None) -> pd.DataFrame:
@@ -39,16 +43,17 @@ def curve_info(replays: pd.DataFrame, table: str, repeat_seeds: int, only: list[
         only: Strategies whose name contains one of these (None: every one).
 
     Returns:
-        One row per strategy and budget, by strategy then trials: ``strategy``, ``trials``, ``replays``,
-        ``concludes`` (the share concluding alike), ``low`` and ``high`` (its 95% Wilson interval) and ``hours``
-        (the median device-hours of a study).
+        One row per strategy and budget (the reference protocols' aside, ``reference_share``), by strategy then
+        trials: ``strategy``, ``trials``, ``replays``, ``right`` (the share right), ``low`` and ``high`` (its 95%
+        Wilson interval) and ``hours`` (the median device-hours of a study).
     """
-    kept = replays[(replays["table"] == table) & (replays["repeat_seeds"] == repeat_seeds)]
+    kept = _current(replays, table, repeat_seeds)
+    kept = kept[~kept["strategy"].isin(REFERENCES)]
     if only:
         kept = kept[kept["strategy"].map(lambda name: any(part in name for part in only))]
     rows = []
     for (strategy, trials), group in kept.groupby(["strategy", "trials"], sort=False):
-        share = float(group["concludes"].astype(bool).mean())
+        share = float(group["right"].astype(bool).mean())
         low, high = wilson_interval(share, len(group))
         hours = (group["search_hours"] + group["sampler_hours"] + group["repeat_hours"]).median()
         rows.append(
@@ -56,19 +61,33 @@ def curve_info(replays: pd.DataFrame, table: str, repeat_seeds: int, only: list[
                 "strategy": strategy,
                 "trials": int(trials),
                 "replays": len(group),
-                "concludes": share,
+                "right": share,
                 "low": low,
                 "high": high,
                 "hours": float(hours),
             }
         )
-    columns = ["strategy", "trials", "replays", "concludes", "low", "high", "hours"]
+    columns = ["strategy", "trials", "replays", "right", "low", "high", "hours"]
     return pd.DataFrame(rows, columns=columns).sort_values(["strategy", "trials"], kind="stable").reset_index(drop=True)
 
 
-def curve_figure(points: pd.DataFrame, title: str):  # noqa: ANN201 (plotly's Figure, imported here: seconds of import)
+def reference_share(replays: pd.DataFrame, table: str, repeat_seeds: int) -> float:
+    """The share of study seeds that no search gets right (``skill.NO_SEARCH``; each seed once: its rows at every
+    budget are one study's), NaN where none was replayed."""
+    kept = _current(replays, table, repeat_seeds)
+    kept = kept[kept["strategy"] == NO_SEARCH].drop_duplicates("seed")
+    return float(kept["right"].astype(bool).mean()) if len(kept) else math.nan
+
+
+def _current(replays: pd.DataFrame, table: str, repeat_seeds: int) -> pd.DataFrame:
+    """The replays of ``table`` as it is now, at ``repeat_seeds``."""
+    return replays[(replays["table"] == table) & (replays["repeat_seeds"] == repeat_seeds)]
+
+
+def curve_figure(points: pd.DataFrame, title: str, no_search: float = math.nan):  # noqa: ANN201 (plotly's Figure, imported here: seconds of import)
     """The figure of ``curve_info``'s points: a coloured line for each strategy replayed at several budgets, each point
-    labelled with its trials; a grey marker for each strategy replayed at one (its name in the legend and on hover)."""
+    labelled with its trials; a grey marker for each strategy replayed at one (its name in the legend and on hover);
+    a dashed line at ``no_search`` (``reference_share``), where it is a number."""
     import plotly.express as px
     import plotly.graph_objects as go
 
@@ -82,7 +101,7 @@ def curve_figure(points: pd.DataFrame, title: str):  # noqa: ANN201 (plotly's Fi
         figure.add_trace(
             go.Scatter(
                 x=rows["hours"],
-                y=100 * rows["concludes"],
+                y=100 * rows["right"],
                 mode="lines+markers+text" if line else "markers",
                 name=strategy if line else f"{strategy} ({int(rows['trials'].iloc[0])} trials)",
                 text=[f"{trials}" for trials in rows["trials"]],
@@ -92,23 +111,29 @@ def curve_figure(points: pd.DataFrame, title: str):  # noqa: ANN201 (plotly's Fi
                 error_y={
                     "type": "data",
                     "symmetric": False,
-                    "array": (100 * (rows["high"] - rows["concludes"])).tolist(),
-                    "arrayminus": (100 * (rows["concludes"] - rows["low"])).tolist(),
+                    "array": (100 * (rows["high"] - rows["right"])).tolist(),
+                    "arrayminus": (100 * (rows["right"] - rows["low"])).tolist(),
                     "thickness": 1,
                     "color": colour,
                 },
                 hovertext=[
-                    f"{strategy}<br>{r.trials} trials, {r.replays} replays: {r.concludes:.0%} [{r.low:.0%}, {r.high:.0%}]"
+                    f"{strategy}<br>{r.trials} trials, {r.replays} replays: {r.right:.0%} [{r.low:.0%}, {r.high:.0%}]"
                     f"<br>{r.hours:.2f} device-hours a study (median)"
                     for r in rows.itertuples()
                 ],
                 hoverinfo="text",
             )
         )
+    if not math.isnan(no_search):
+        figure.add_hline(
+            y=100 * no_search,
+            line={"dash": "dash", "color": "#555555"},
+            annotation_text=f"no search: a random in-band configuration per family ({no_search:.1%})",
+        )
     figure.update_layout(
         title=title,
         xaxis_title="device-hours a study (median: search, sampler and seed repeats); labels: trials a study",
-        yaxis_title="studies concluding as the truth does (%, 95% Wilson interval)",
+        yaxis_title="studies right against the cross-fitted truth (%, 95% Wilson interval)",
         legend={"font": {"size": 10}, "orientation": "h", "yanchor": "top", "y": -0.12},
         width=1100,
         height=850,
@@ -152,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--output {args.output} must end in .png or .html")
     repeat_seeds = get_study("lra_sharing").preset("quick").repeat_seeds
     try:
-        points = curve_info(_read(replays_path(args.table)), table_version(args.table), repeat_seeds, args.only)
+        replays, version = _read(replays_path(args.table)), table_version(args.table)
+        points = curve_info(replays, version, repeat_seeds, args.only)
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -164,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     replayed = int(points["replays"].sum())
     title = f"Agreement against cost: {replayed} replayed lra_sharing quick studies, {repeat_seeds} repeat seeds each"
-    figure = curve_figure(points, title)
+    figure = curve_figure(points, title, reference_share(replays, version, repeat_seeds))
     if args.output.suffix == ".png":
         figure.write_image(args.output, scale=1)
     else:

@@ -6,16 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from benchmarks.truth.truth import variant_key
 from reports.results.verdict import Comparison, Headline
 from storage import record
-
-if TYPE_CHECKING:
-    from benchmarks.truth.replay import Replay
 
 
 def configuration_of(family: str, values: Mapping[str, Any], knobs: list[str]) -> tuple:
@@ -69,7 +66,7 @@ class Agreement:
 
 def agreement(
     truth: Headline,
-    replayed: Replay,
+    replayed: Headline,
     configs: pd.DataFrame,
     knobs: list[str],
     variants: Mapping[tuple, Comparison] | None = None,
@@ -78,14 +75,14 @@ def agreement(
 
     Args:
         truth: The true verdict.
-        replayed: The replay.
+        replayed: The replay's verdict (or a reference protocol's).
         configs: ``configurations(table)``: the true value of every configuration.
         knobs: The table's knob columns.
         variants: ``benchmarks.truth.truth.point_truths``: a named point's comparison is scored against
             the truth's of the variant the replay trained (else against the truth's own pick).
     """
     true_values = {key: float(row[record.TEST_ACCURACY]) for key, row in keyed_configurations(configs, knobs).items()}
-    found = {comparison.family: comparison for comparison in replayed.headline.comparisons}
+    found = {comparison.family: comparison for comparison in replayed.comparisons}
     per_label, concludes, regret, sign = {}, {}, {}, {}
     for expected in truth.comparisons:
         label = expected.family

@@ -10,45 +10,60 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest, wilcoxon
 
+from benchmarks.resolution import wilson_interval
 from benchmarks.truth.scoring import area_under, hours_to
+from benchmarks.truth.skill import REFERENCES, skill, skill_interval
 from reports.results.statistics import holm
 
 HYPERVOLUME_SHARE = 0.95
 
 
-def summary(frame: pd.DataFrame, horizon: float, families: list[str]) -> pd.DataFrame:
-    """One row per strategy: the figures the module's docstring names.
+def summary(frame: pd.DataFrame, horizon: float) -> pd.DataFrame:
+    """One row per strategy: the figures ``benchmarks.truth.compare``'s docstring names.
 
     Args:
-        frame: Replays, rows of ``run_replays``.
+        frame: Replays, rows of ``run_replays``, the reference protocols' (``skill.REFERENCES``) among them.
         horizon: The device-hours the hypervolume share is averaged over.
-        families: The study's family labels: "families conclude alike" reads their comparisons
-            alone, without the named points' (whose width and head count are a random draw).
     """
+    references = {
+        name: group.set_index("seed")["right"].astype(bool) for name, group in frame.groupby("strategy") if name in REFERENCES
+    }
     rows = []
     for name, group in frame.groupby("strategy", sort=False):
-        compared = [f"concludes: {label}" for label in _compared(group, families)]
-        curves = _curves(group)
-        to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
+        right = group.set_index("seed")["right"].astype(bool)
+        share = float(right.mean())
+        low, high = wilson_interval(share, len(right))
         row = {
             "strategy": name,
             "trials": int(group["trials"].iloc[0]),
             "repeat seeds": int(group["repeat_seeds"].iloc[0]),
             "replays": len(group),
-            "verdict agrees": f"{group['agrees'].astype(bool).mean():.0%}",
-            "verdict concludes alike": f"{group['concludes'].astype(bool).mean():.0%}",
-            "families conclude alike": f"{group[compared].astype(bool).all(axis=1).mean():.0%}",
+            "right": f"{share:.1%} [{low:.1%}, {high:.1%}]",
         }
+        for reference, theirs in references.items():
+            seeds = right.index.intersection(theirs.index)
+            mine, there = right.loc[seeds].to_numpy(), theirs.loc[seeds].to_numpy()
+            value, (a, b) = skill(float(mine.mean()), float(there.mean())), skill_interval(mine, there)
+            row[f"skill over {reference.split(':')[0]}"] = (
+                f"{value:+.2f} [{a:+.2f}, {b:+.2f}]" if not math.isnan(value) else "n/a"
+            )
         for column in group.columns:
-            if column.startswith(("agrees: ", "concludes: ", "sign: ")):
+            if column.startswith(("alike: ", "covers: ", "wrong: ", "decides: ")):
                 row[column] = f"{group[column].astype(bool).mean():.0%}"
-            elif column.startswith("regret: "):
-                row[f"median {column}"] = round(float(group[column].median()), 2)
+        for column in (c for c in group.columns if c.startswith("regret: ") and group[c].notna().any()):
+            row[f"mean {column}"] = round(float(group[column].mean()), 2)
+            row[f"{column} >= 1 point"] = f"{(group[column] >= 1).mean():.0%}"
+        if name in REFERENCES:
+            rows.append(row)
+            continue
+        curves = _curves(group)
+        to_share = [hours_to(curve, HYPERVOLUME_SHARE) for curve in curves]
         row |= {
             "search device-hours": round(float(group["search_hours"].median()), 2),
             # the whole study: its search, its sampler's proposals and its repeats (the budget the answer costs)
             "device-hours": round(float((group["search_hours"] + group["sampler_hours"] + group["repeat_hours"]).median()), 2),
             "repeats on searched seeds": f"{(group['leaked_repeats'] > 0).mean():.0%}",
+            "search seeds read twice": f"{(group['reused_search_seeds'] > 0).mean():.0%}",
             f"hours to {HYPERVOLUME_SHARE:.0%} hypervolume": _median_hours(to_share),
             f"hypervolume share over {horizon:g} h": round(float(np.mean([area_under(c, horizon) for c in curves])), 3),
             "seconds per replay": round(float(group["replay_seconds"].median()), 2),
@@ -78,14 +93,13 @@ def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str
         families: The study's family labels (``summary``'s).
 
     Returns:
-        One row per other strategy: the seeds both replayed; in how many the families conclude alike
-        under it alone and under ``against`` alone, and the whole verdict, each with McNemar's exact p;
-        each family's mean difference in regret, with Wilcoxon's signed-rank p; every p also
-        Holm-adjusted across the table's tests; and the mean difference in hypervolume share over
+        One row per other strategy (the reference protocols among them): the seeds both replayed; in how many
+        the replay is right (``skill.Referee.score``) under it alone and under ``against`` alone, with McNemar's
+        exact p; each family's mean difference in regret, with Wilcoxon's signed-rank p, where both searched;
+        every p also Holm-adjusted across the table's tests; and the mean difference in hypervolume share over
         ``horizon`` (reported, never the criterion), with its standard error.
     """
     compared = _compared(frame, families)
-    columns = [f"concludes: {label}" for label in compared]
     by_seed = {name: group.set_index("seed") for name, group in frame.groupby("strategy", sort=False)}
     if against not in by_seed:
         raise ValueError(f"no replays of {against!r} at this budget: replay it first")
@@ -96,15 +110,14 @@ def paired(frame: pd.DataFrame, against: str, horizon: float, families: list[str
         seeds = group.index.intersection(by_seed[against].index)
         mine, theirs = group.loc[seeds], by_seed[against].loc[seeds]
         row: dict[str, object] = {"strategy": name, "seeds": len(seeds)}
-        for what, alike, alike_there in (
-            ("families conclude alike", *(side[columns].astype(bool).all(axis=1) for side in (mine, theirs))),
-            ("verdict concludes alike", mine["concludes"].astype(bool), theirs["concludes"].astype(bool)),
-        ):
-            only, only_there = int((alike & ~alike_there).sum()), int((alike_there & ~alike).sum())
-            row[f"{what}: only here / only there"] = f"{only} / {only_there}"
-            p = float(binomtest(only, only + only_there).pvalue) if only + only_there else 1.0
-            row[f"{what}: McNemar p"] = p
-            p_values.append((len(rows), f"{what}: McNemar p"))
+        right, right_there = mine["right"].astype(bool), theirs["right"].astype(bool)
+        only, only_there = int((right & ~right_there).sum()), int((right_there & ~right).sum())
+        row["right: only here / only there"] = f"{only} / {only_there}"
+        row["right: McNemar p"] = float(binomtest(only, only + only_there).pvalue) if only + only_there else 1.0
+        p_values.append((len(rows), "right: McNemar p"))
+        if name in REFERENCES:  # nothing searched: no regret, no hypervolume
+            rows.append(row)
+            continue
         for label in compared:
             difference = mine[f"regret: {label}"] - theirs[f"regret: {label}"]
             test = wilcoxon(difference).pvalue if difference.any() else 1.0

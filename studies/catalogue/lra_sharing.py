@@ -57,17 +57,15 @@ QUICK = Preset(
     # half-width is 2.5 times the paired differences' deviation (1.05 times over 6)
     repeat_seeds=6,
     # The committed replays of this preset's default search (benchmarks/truth/lra_sharing-table-v6-replays.csv,
-    # "random untried in the cost band, ASHA per family" at 28 trials and 6 repeat seeds): 534 of 600.
+    # "random untried in the cost band, ASHA per family" at 28 trials and 6 repeat seeds, beside the references).
     reliability=Reliability(
         trials=28,
-        replays=600,
-        whole=(0.890, 0.862, 0.913),
-        families=(0.893, 0.866, 0.916),
-        how=(
-            "2026-12-04 on the 9-seed truth, the search on seeds 0-2 and the repeats on 6 others (in 1% of the "
-            "replays a compared configuration outside the 40 with 9 seeds was repeated on a seed its search had read); "
-            "the paper family's comparison concludes alike in 100%, the cross family's in 89%, the authors' in 99.7%"
-        ),
+        replays=300,
+        right=(0.957, 0.927, 0.975),
+        no_search=0.937,
+        skill=(0.32, -0.36, 0.68),
+        cannot_tell="whether DAMCHA (cross) trails MHA at matched cost",
+        how="2026-12-05",
     ),
 )
 

@@ -16,7 +16,7 @@ from benchmarks.resolution import wilson_interval
 from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
-from benchmarks.truth.compare import ReplaysBusyError, main, replays_path, run_replays, table_version
+from benchmarks.truth.compare import SCHEME, ReplaysBusyError, main, replays_path, run_replays, table_version
 from benchmarks.truth.crossfit import cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
 from benchmarks.truth.replay import SeedPool, Strategy, judging_roles, replay, replay_preset, seed_pool
 from benchmarks.truth.scoring import (
@@ -28,6 +28,7 @@ from benchmarks.truth.scoring import (
     same_answer,
     same_conclusion,
 )
+from benchmarks.truth.skill import ABSTAIN, NO_SEARCH, skill, skill_interval
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
@@ -45,6 +46,7 @@ COMMITTED = table_path(LRA_SHARING.store_name("table"))
 # A slice every pass of the committed table covers first: D=32, two heads (MHA at both learning
 # rates, the authors' configuration, and each DAMCHA family's 16 configurations).
 SLICE = {"d_model": 32, "num_heads": 2}
+DEFAULT = "random untried in the cost band, ASHA per family"  # the quick preset's search, replayed at several budgets
 
 
 def sliced(table: Table) -> Table:
@@ -224,7 +226,7 @@ def test_a_replayed_study_runs_the_engine_s_rules_on_the_table(committed: Table)
     shares = [share for _, share in first.hypervolume]
     assert shares == sorted(shares) and 0 < shares[-1] <= 1
     assert first.device_hours[0] > 0
-    scored = agreement(true_verdict(committed), first, configurations(committed), committed.knobs)
+    scored = agreement(true_verdict(committed), first.headline, configurations(committed), committed.knobs)
     assert set(scored.per_label) == set(scored.concludes) == {"DAMCHA (paper)", "DAMCHA (cross)", "authors' configuration"}
 
 
@@ -284,7 +286,7 @@ def test_the_cross_fitted_truth_selects_on_the_seeds_all_have_and_judges_only_on
     assert seed_sets(table) == ((0, 1, 2), tuple(range(3, 9)))
     with pytest.raises(ValueError, match="judgement share seeds"):
         split_configurations(configurations(table), [0, 1], [1, 2])
-    with pytest.raises(ValueError, match="more seeds for some"):
+    with pytest.raises(TableError, match="more seeds for some"):
         seed_sets(committed)  # every configuration has the same seeds: nothing is out of sample
     crossed = cross_fitted_verdict(table)
     on_selection_seeds = true_verdict(with_seeds(table, [0, 1, 2])).comparisons  # picks by validation over 0-2
@@ -309,7 +311,7 @@ def test_a_named_point_is_scored_against_the_truth_of_the_variant_the_replay_tra
     replayed = replay(definition, replay_preset(preset, committed), committed, Strategy("today", NSGA2_WITH_ASHA), 0)
     wrong = {key: replace(comparison, adjusted_p=0.5 if comparison.significant else 0.001)}  # a truth of the other answer
     got = next(c for c in replayed.headline.comparisons if c.family == key[0])
-    scored = agreement(truth, replayed, configurations(committed), committed.knobs, wrong)
+    scored = agreement(truth, replayed.headline, configurations(committed), committed.knobs, wrong)
     assert scored.concludes[key[0]] == (got.significant != comparison.significant)
 
 
@@ -375,36 +377,55 @@ def test_untried_sampling_searches_a_family_smaller_than_its_budget_whole(commit
     assert repeated_without  # the test could fail: plain random search repeats configurations here
 
 
+def judged(committed: Table) -> Table:
+    """The slice with judging seeds 3-8 for its configurations at learning rate 1e-3, as the committed table has them."""
+    return deeper(committed, range(3, 9), committed.rows["learning_rate"] == 1e-3)
+
+
 def _slice_file(committed: Table, tmp_path: Path) -> tuple:
-    """The slice's study and preset, and the committed table written to ``tmp_path/slice.csv`` (its replays beside it)."""
+    """The slice's study and preset, and the slice with judging seeds written to ``tmp_path/slice.csv`` (its replays
+    beside it)."""
     definition, preset = slice_study_and_preset()
     path = tmp_path / "slice.csv"
-    write(committed.rows, committed.provenance, path)
+    table = judged(committed)
+    write(table.rows, table.provenance, path)
     return definition, preset, path
+
+
+def of(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame``'s rows of strategy ``name``."""
+    return frame[frame["strategy"] == name].reset_index(drop=True)
 
 
 def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Table, tmp_path: Path) -> None:
     definition, preset, path = _slice_file(committed, tmp_path)
     name = "random untried, no early stopping"
     first = run_replays(path, [name], 2, definition, preset)
-    assert first["seed"].tolist() == [0, 1] and first["agrees"].map(type).eq(bool).all()
-    row = summary(first, 1.0, [family.label for family in definition.families]).iloc[0]
-    families_alike = first[["concludes: DAMCHA (paper)", "concludes: DAMCHA (cross)"]].all(axis=1).mean()
-    assert row["replays"] == 2 and row["families conclude alike"] == f"{families_alike:.0%}"  # the named point's aside
+    assert first["strategy"].tolist() == [name] * 2 + [NO_SEARCH] * 2 + [ABSTAIN] * 2  # the references beside it
+    assert of(first, name)["seed"].tolist() == [0, 1] and of(first, name)["right"].map(type).eq(bool).all()
+    assert not of(first, ABSTAIN)["right"].any()  # abstaining earns nothing where the truth decides
+    rows = summary(first, 1.0).set_index("strategy")
+    share = of(first, name)["right"].mean()
+    low, high = wilson_interval(share, 2)
+    assert rows.loc[name, "replays"] == 2 and rows.loc[name, "right"] == f"{share:.1%} [{low:.1%}, {high:.1%}]"
     kept = pd.read_csv(replays_path(path))
     again = run_replays(path, [name], 3, definition, preset)  # one more: the two kept are not replayed
-    assert again["seed"].tolist() == [0, 1, 2]
-    assert again["replay_seconds"].tolist()[:2] == kept["replay_seconds"].tolist()
+    assert of(again, name)["seed"].tolist() == [0, 1, 2]
+    assert of(again, name)["replay_seconds"].tolist()[:2] == of(kept, name)["replay_seconds"].tolist()
     larger = run_replays(path, [name], 1, definition, replace(preset, trials=12))  # another budget: kept apart
-    assert larger["trials"].tolist() == [12] and len(pd.read_csv(replays_path(path))) == 4
+    assert larger["trials"].tolist() == [12] * 3 and len(pd.read_csv(replays_path(path))) == 12
     assert first["repeat_seeds"].iloc[0] > 1
     fewer = run_replays(path, [name], 1, definition, replace(preset, repeat_seeds=1))  # fewer repeats: kept apart too
-    assert fewer["repeat_seeds"].tolist() == [1] and len(pd.read_csv(replays_path(path))) == 5
-    changed = committed.rows.copy()
+    assert fewer["repeat_seeds"].tolist() == [1] * 3 and len(pd.read_csv(replays_path(path))) == 15
+    table = load(path)
+    changed = table.rows.copy()
     changed.loc[0, "wall_seconds"] += 1.0
-    write(changed, committed.provenance, path)  # the table changed: its replays are redone
+    write(changed, table.provenance, path)  # the table changed: its replays are redone
     redone = run_replays(path, [name], 1, definition, preset)
-    assert len(pd.read_csv(replays_path(path))) == 1 and redone["table"].iloc[0] != kept["table"].iloc[0]
+    assert len(pd.read_csv(replays_path(path))) == 3 and redone["table"].iloc[0] != kept["table"].iloc[0]
+    stale = pd.read_csv(replays_path(path)).assign(scheme="an earlier scheme")
+    stale.to_csv(replays_path(path), index=False)  # rows of an earlier scheme of seeds and scores: redone too
+    assert run_replays(path, [name], 1, definition, preset)["scheme"].eq(SCHEME).all()
 
 
 def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
@@ -436,54 +457,50 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     definition, preset, path = _slice_file(committed, tmp_path)
     name = "random untried, no early stopping"
     run_replays(path, [name], 2, definition, preset)  # seeds 0-1 kept
-    assert run_replays(path, [name], 2, definition, preset, first_seed=5)["seed"].tolist() == [0, 1, 5, 6]
-    assert sorted(pd.read_csv(replays_path(path))["seed"]) == [0, 1, 5, 6]  # seeds 0-1 not replayed again
-    copy = _committed_copy(tmp_path)  # the command: the seeds asked for alone, of the 600 kept, none replayed
+    assert of(run_replays(path, [name], 2, definition, preset, first_seed=5), name)["seed"].tolist() == [0, 1, 5, 6]
+    assert sorted(of(pd.read_csv(replays_path(path)), name)["seed"]) == [0, 1, 5, 6]  # seeds 0-1 not replayed again
+    copy = _committed_copy(tmp_path)  # the command: the seeds asked for alone, of those kept, none replayed
     kept = replays_path(copy).read_bytes()
-    argv = ["--table", str(copy), "--trials", "24", "--seeds", "300-301", "--only", "random untried in the cost band, stopping"]
+    argv = ["--table", str(copy), "--trials", "24", "--seeds", "200-201", "--only", DEFAULT]
     assert main([*argv, "--workers", "1"]) == 0
-    assert re.search(r"^replays\s+2$", capsys.readouterr().out, re.MULTILINE)
+    assert re.search(r"^replays(\s+2){3}$", capsys.readouterr().out, re.MULTILINE)  # it and the two references
     assert replays_path(copy).read_bytes() == kept
 
 
 def test_a_strategy_of_another_budget_is_paired_seed_by_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy = _committed_copy(tmp_path)
     kept = replays_path(copy).read_bytes()
-    asha, default = "random untried in the cost band, ASHA per family", "random untried in the cost band, stopping the dominated"
-    argv = ["--table", str(copy), "--seeds", "0-49", "--trials", "32", "--only", asha, "--only", default, "--workers", "1"]
-    assert main([*argv, "--against", "stopping the dominated", "--against-trials", "24", "--markdown"]) == 0
+    argv = ["--table", str(copy), "--seeds", "0-49", "--trials", "32", "--only", DEFAULT, "--workers", "1"]
+    assert main([*argv, "--against", DEFAULT, "--against-trials", "24", "--markdown"]) == 0
     rows = pd.read_csv(replays_path(copy))
-    concludes = {  # the committed rows of each budget: ASHA's rule at 32 trials, the dominance rule at 24
-        trials: rows[(rows["strategy"] == name) & (rows["trials"] == trials) & (rows["seed"] < 50)].set_index("seed")["concludes"]
-        for name, trials in ((asha, 32), (default, 24))
+    right = {  # the committed rows of each budget: the default search at 32 trials and at 24
+        trials: rows[(rows["strategy"] == DEFAULT) & (rows["trials"] == trials) & (rows["seed"] < 50)].set_index("seed")["right"]
+        for trials in (32, 24)
     }
-    only_asha = int((concludes[32] & ~concludes[24]).sum())
-    only_default = int((~concludes[32] & concludes[24]).sum())
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {asha}"))
-    assert f"| {only_asha} / {only_default} " in line and "|      50 |" in line
+    only_32, only_24 = int((right[32] & ~right[24]).sum()), int((~right[32] & right[24]).sum())
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {DEFAULT} "))
+    assert f"| {only_32} / {only_24} " in line and "|      50 |" in line
     assert replays_path(copy).read_bytes() == kept  # nothing replayed: the rows were there
 
 
 def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committed: Table, tmp_path: Path) -> None:
     definition, preset = slice_study_and_preset()
     path = tmp_path / "slice.csv"
-    write(committed.rows, committed.provenance, path)
+    table = judged(committed)
+    write(table.rows, table.provenance, path)
     names = ["random untried, no early stopping", "today: NSGA-II, ASHA per family"]
     frame = run_replays(path, names, 4, definition, preset)
     families = [family.label for family in definition.families]
-    row = paired(frame, names[1], 1.0, families).iloc[0]
+    compared = paired(frame, names[1], 1.0, families).set_index("strategy")
+    assert list(compared.index) == [names[0], NO_SEARCH, ABSTAIN]
+    row = compared.loc[names[0]]
     mine, theirs = (frame[frame["strategy"] == name].set_index("seed") for name in names)
-    columns = ["concludes: DAMCHA (paper)", "concludes: DAMCHA (cross)"]
-    only = int((mine[columns].all(axis=1) & ~theirs[columns].all(axis=1)).sum())
-    only_there = int((theirs[columns].all(axis=1) & ~mine[columns].all(axis=1)).sum())
-    assert row["strategy"] == names[0] and row["seeds"] == 4
-    assert row["families conclude alike: only here / only there"] == f"{only} / {only_there}"
-    whole = int((mine["concludes"] & ~theirs["concludes"]).sum()), int((theirs["concludes"] & ~mine["concludes"]).sum())
-    assert row["verdict concludes alike: only here / only there"] == f"{whole[0]} / {whole[1]}"
+    only, only_there = int((mine["right"] & ~theirs["right"]).sum()), int((theirs["right"] & ~mine["right"]).sum())
+    assert row["seeds"] == 4 and row["right: only here / only there"] == f"{only} / {only_there}"
     difference = (mine["regret: DAMCHA (cross)"] - theirs["regret: DAMCHA (cross)"]).mean()
     assert row["regret: DAMCHA (cross), mean difference"] == round(difference, 2)
-    tests = [column for column in row.index if column.endswith(" p")]
-    assert len(tests) == 4  # two conclusions, two families' regrets: Holm's correction spans them
+    tests = [column for column in row.index if column.endswith(" p") and pd.notna(row[column])]
+    assert len(tests) == 3  # being right, two families' regrets: Holm's correction spans them and the references' tests
     for column in tests:
         assert row[column] <= row[column.replace(" p", " p (Holm)")] <= 1
     with pytest.raises(ValueError, match="no replays of 'random, no early stopping'"):
@@ -493,15 +510,16 @@ def test_strategies_are_compared_replay_by_replay_of_the_same_study_seed(committ
 def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: Table, tmp_path: Path) -> None:
     definition, preset = slice_study_and_preset()
     names = ["random untried, no early stopping", "today: NSGA-II, ASHA per family"]
-    frames = []
+    table, frames = judged(committed), []
     for workers in (1, 2):
         path = tmp_path / f"workers-{workers}" / "slice.csv"
         path.parent.mkdir()
-        write(committed.rows, committed.provenance, path)
+        write(table.rows, table.provenance, path)
         frames.append(
             run_replays(path, names, 3, definition, preset, workers=workers).drop(columns=["replay_seconds", "sampler_hours"])
         )
-    assert frames[0]["strategy"].tolist() == [names[0]] * 3 + [names[1]] * 3 and frames[0]["seed"].tolist() == [0, 1, 2] * 2
+    assert frames[0]["strategy"].tolist() == [name for name in (*names, NO_SEARCH, ABSTAIN) for _ in range(3)]
+    assert frames[0]["seed"].tolist() == [0, 1, 2] * 4
     pd.testing.assert_frame_equal(frames[0], frames[1])
 
 
@@ -526,18 +544,21 @@ def test_the_default_search_is_a_replayed_strategy_and_its_recorded_reliability_
     quick = LRA_SHARING.preset("quick")
     measured = quick.reliability
     name = next(name for name, strategy in STRATEGIES.items() if strategy.search == quick.search)
+    assert name == DEFAULT
     replays = pd.read_csv(replays_path(COMMITTED))
-    rows = replays[
-        (replays["strategy"] == name)
-        & (replays["trials"] == measured.trials)
+    kept = replays[
+        (replays["trials"] == measured.trials)
         & (replays["repeat_seeds"] == quick.repeat_seeds)
         & (replays["table"] == table_version(COMMITTED))
+        & (replays["scheme"] == SCHEME)
     ]
-    assert len(rows) == measured.replays
-    families = [column for column in rows if column.startswith("concludes: ") and "authors'" not in column]
-    for recorded, alike in ((measured.whole, rows["concludes"]), (measured.families, rows[families].all(axis=1))):
-        share = float(alike.astype(bool).mean())
-        assert recorded == pytest.approx((share, *wilson_interval(share, len(rows))), abs=5e-4)
+    right = {who: kept[kept["strategy"] == who].set_index("seed")["right"].astype(bool) for who in (name, NO_SEARCH)}
+    assert len(right[name]) == measured.replays and right[name].index.equals(right[NO_SEARCH].index)
+    share = float(right[name].mean())
+    assert measured.right == pytest.approx((share, *wilson_interval(share, measured.replays)), abs=5e-4)
+    assert measured.no_search == pytest.approx(float(right[NO_SEARCH].mean()), abs=5e-4)
+    mine, theirs = right[name].to_numpy(), right[NO_SEARCH].to_numpy()
+    assert measured.skill == pytest.approx((skill(mine.mean(), theirs.mean()), *skill_interval(mine, theirs)), abs=5e-3)
 
 
 def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_left_open(committed: Table) -> None:
@@ -575,15 +596,22 @@ def test_the_agreement_curve_has_a_point_per_strategy_and_budget_from_the_commit
     replays of another table state or another count of repeat seeds left out; a bad file refused in a sentence."""
     import pandas as pd
 
-    from benchmarks.truth.curve import curve_info, main
+    from benchmarks.truth.curve import curve_info, main, reference_share
 
-    row = dict(strategy="A", trials=12, repeat_seeds=6, table="t1", concludes=True, search_hours=1.0, sampler_hours=0.0)
+    row = dict(strategy="A", trials=12, repeat_seeds=6, table="t1", right=True, search_hours=1.0, sampler_hours=0.0, seed=0)
     replays = pd.DataFrame(
-        [row | {"repeat_hours": 0.5}, row | {"concludes": False, "repeat_hours": 1.5}, row | {"trials": 24, "repeat_hours": 1.0}]
+        [row | {"repeat_hours": 0.5}, row | {"right": False, "repeat_hours": 1.5}, row | {"trials": 24, "repeat_hours": 1.0}]
         + [row | {"table": "t0"}, row | {"repeat_seeds": 3}, row | {"strategy": "B"}]
+        + [
+            row | {"strategy": NO_SEARCH, "seed": seed, "trials": trials, "right": seed == 0}
+            for seed in (0, 1)
+            for trials in (12, 24)
+        ]
     )
+    assert reference_share(replays, "t1", 6) == 0.5  # each study seed once, whatever budgets it was replayed beside
+    assert curve_info(replays, "t1", 6)["strategy"].tolist() == ["A", "A", "B"]  # the references are no points
     points = curve_info(replays, "t1", 6, only=["A"])
-    assert points[["strategy", "trials", "replays", "concludes", "hours"]].values.tolist() == [
+    assert points[["strategy", "trials", "replays", "right", "hours"]].values.tolist() == [
         ["A", 12, 2, 0.5, 2.0],
         ["A", 24, 1, 1.0, 2.0],
     ]

@@ -97,6 +97,7 @@ def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smok
     for line, row in zip(verdict[2 : 2 + len(rows)], rows, strict=True):
         assert line.strip().startswith(row["compared"]) and row["answer"] in line
     assert verdict[2 + len(rows)] == f"    {study.user_attrs['verdict']}"
+    assert verdict[3 + len(rows)] == f"    {study.user_attrs['reliability']}"  # how sure, as the run printed it
     assert "lra_sharing-quick-v6: 0 trials\n  verdict: none recorded" in listed
     with pytest.raises(SystemExit) as exited:
         main(["list", "--storage", url, "--csv", str(tmp_path)])  # list writes nothing
@@ -109,7 +110,9 @@ def test_list_shows_each_study_s_trials_by_family_and_state_and_its_verdict(smok
     assert set(smoke["family"]) == families and smoke["trials"].sum() == len(trials)
     assert (smoke["complete"] + smoke["pruned"] + smoke["fail"] + smoke["infeasible"] + smoke["running"]).sum() == len(trials)
     assert set(smoke["verdict"]) == {study.user_attrs["verdict"]}
-    assert rows[rows["study"] == "lra_sharing-quick-v6"][["family", "trials", "verdict"]].values.tolist() == [["", 0, ""]]
+    assert set(smoke["how_sure"]) == {study.user_attrs["reliability"]}
+    unfinished = rows[rows["study"] == "lra_sharing-quick-v6"][["family", "trials", "verdict", "how_sure"]]
+    assert unfinished.values.tolist() == [["", 0, "", ""]]
     assert main(["list", "--storage", url, "--format", "csv"]) == 0
     assert pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False).equals(rows)
     assert main(["list", "--storage", url, "--format", "markdown"]) == 0

@@ -142,8 +142,11 @@ def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_mea
 
     study = get_study("lra_sharing")
     measured = reliability_line(check_options(study, RunOptions()))
-    whole = "{:.0%} [{:.0%}, {:.0%}]".format(*study.preset("quick").reliability.whole)
-    assert measured.startswith("How sure: replayed 600 times") and whole == "89% [86%, 91%]" and whole in measured
+    reliability = study.preset("quick").reliability
+    right = "{:.0%} [{:.0%}, {:.0%}]".format(*reliability.right)
+    assert measured.startswith(f"How sure: replayed {reliability.replays} times") and right in measured
+    assert f"skill over no search {reliability.skill[0]:+.2f}" in measured and "always abstaining is right in none" in measured
+    assert f"It cannot tell {reliability.cannot_tell}" in measured
     assert "did not measure" not in measured
     assert "a budget those replays did not measure" in reliability_line(check_options(study, RunOptions(trials=30)))
     more_seeds = reliability_line(check_options(study, RunOptions(repeat_seeds=8)))
