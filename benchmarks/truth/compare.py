@@ -78,6 +78,46 @@ def table_version(table: Path) -> str:
     return hashlib.sha256(table.read_bytes()).hexdigest()[:12]
 
 
+MAX_REPLAYS = 100_000  # study seeds a run replays or summarizes: each is a row held in memory
+KEYS = ("strategy", "trials", "repeat_seeds", "seed", "table")  # what names a row: its budget, study seed and table
+
+
+def read_replays(path: Path, columns: tuple[str, ...] = KEYS) -> pd.DataFrame:
+    """A replays file, checked before any figure is read from it.
+
+    Args:
+        path: The file (``replays_path``).
+        columns: The columns the reader needs.
+
+    Raises:
+        TableError: no file, not a CSV, a column missing, a budget or seed that is not a whole number from 0, or a
+            number that is not finite; named by the file and, for a cell, its line.
+    """
+    fix = "restore it with git checkout, or delete it to replay anew"
+    if not path.is_file():
+        raise TableError(f"{path}: no replays file; python -m benchmarks.truth.compare writes it")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise TableError(f"{path}: not a replays file ({error}); {fix}") from None
+    if missing := [column for column in (*KEYS, *columns) if column not in frame.columns]:
+        raise TableError(f"{path}: no column {', '.join(dict.fromkeys(missing))}; {fix}")
+    for column in ("trials", "repeat_seeds", "seed"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = ~(values.between(0, math.inf, inclusive="left") & (values == values.round()))
+        if bad.any():
+            line = int(bad.idxmax()) + 2  # the header is line 1
+            value = frame[column][bad].iloc[0]
+            raise TableError(f"{path}, line {line}: {column} = {value} is not a whole number from 0; {fix}")
+    numbers = frame.select_dtypes("number")
+    infinite = numbers.isin([math.inf, -math.inf])
+    if infinite.any().any():
+        column = infinite.any().idxmax()
+        line = int(infinite[column].idxmax()) + 2
+        raise TableError(f"{path}, line {line}: {column} is not finite; {fix}")
+    return frame
+
+
 class ReplaysBusyError(RuntimeError):
     """Another run is replaying into the same replays file."""
 
@@ -194,18 +234,23 @@ def run_replays(
 
     Raises:
         ReplaysBusyError: another run is replaying into the same file.
-        TableError: ``table_file`` is not a table.
+        TableError: ``table_file`` is not a table, or its replays file is not one (``read_replays``).
     """
     path = replays_path(table_file)
     with _alone(path):
         table = load(table_file)
+        if preset.trials > len(table.rows):
+            raise StudyOptionError(
+                f"{preset.trials} trials is more than {table_file.name} has rows ({len(table.rows)}): a replayed study "
+                "reads the table's seeds, so give --trials up to that"
+            )
         version = table_version(table_file)  # replays of another state of the table are redone
         preset = replay_preset(preset, table)
         referee = Referee.of(table)
         replaying = _Replaying(
             definition, preset, table, referee, References(table, referee), point_truths(table), configurations(table), version
         )
-        done = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["strategy", "seed", "table"])
+        done = read_replays(path) if path.exists() else pd.DataFrame(columns=list(KEYS))
         # Rows of another state of the table, or of another scheme of seeds and scores, are redone.
         rows = [row for row in done.to_dict("records") if row["table"] == version and row.get("scheme") == SCHEME]
         budget = (preset.trials, preset.repeat_seeds)
@@ -264,16 +309,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--replays",
         type=int,
-        help="studies replayed per strategy (seeds 0 .. N-1; default 100); the summary reads every seed kept",
+        help=f"studies replayed per strategy (seeds 0 .. N-1; default 100, at most {MAX_REPLAYS}: a row each in memory); "
+        "the summary reads every seed kept",
     )
     parser.add_argument(
         "--seeds",
         metavar="FIRST-LAST",
         type=_seed_range,
-        help="replay study seeds FIRST to LAST (inclusive) and summarize those alone (instead of --replays)",
+        help=f"replay study seeds FIRST to LAST (inclusive, at most {MAX_REPLAYS} of them) and summarize those alone "
+        "(instead of --replays)",
     )
     parser.add_argument(
-        "--trials", type=int, help="trials of each replayed study, its families' and named points' (default: the quick preset's)"
+        "--trials",
+        type=int,
+        help="trials of each replayed study, its families' and named points' (default: the quick preset's; at most the "
+        "table's rows)",
     )
     parser.add_argument(
         "--repeat-seeds",
@@ -301,8 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds is not None and args.replays is not None:
         parser.error("--seeds and --replays both choose the study seeds: give one")
     seeds = args.seeds or range(100 if args.replays is None else args.replays)
-    if args.replays is not None and args.replays < 1:
-        parser.error(f"--replays must be 1 or more, got {args.replays}")
+    if args.replays is not None and not 1 <= args.replays <= MAX_REPLAYS:
+        parser.error(f"--replays must be 1 to {MAX_REPLAYS}, got {args.replays}")
+    if len(seeds) > MAX_REPLAYS:
+        parser.error(f"--seeds must span at most {MAX_REPLAYS} study seeds, got {len(seeds)}")
     if args.repeat_seeds is not None and args.repeat_seeds < 1:
         parser.error(f"--repeat-seeds must be 1 or more, got {args.repeat_seeds}")
     if args.workers < 1:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.resolution import wilson_interval
-from benchmarks.truth.compare import replays_path, table_version
+from benchmarks.truth.compare import read_replays, replays_path, table_version
 from benchmarks.truth.skill import NO_SEARCH, REFERENCES
 from benchmarks.truth.table import TableError, table_path
 from common.outputs import exit_with
@@ -143,23 +143,6 @@ def curve_figure(points: pd.DataFrame, title: str, no_search: float = math.nan):
     return figure
 
 
-def _read(path: Path) -> pd.DataFrame:
-    """The replays file, checked for the columns the figure reads.
-
-    Raises:
-        TableError: no file, not a CSV, or a column missing (the file and the fix named).
-    """
-    if not path.is_file():
-        raise TableError(f"{path}: no replays file; python -m benchmarks.truth.compare writes it")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a replays file ({error}); restore it with git checkout, or replay anew") from None
-    if missing := [column for column in REPLAY_COLUMNS if column not in frame.columns]:
-        raise TableError(f"{path}: no column {', '.join(missing)}; restore it with git checkout, or replay anew")
-    return frame
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: 0 when the figure was written, 2 on a bad argument or file."""
     from studies.catalogue import get_study
@@ -177,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--output {args.output} must end in .png or .html")
     repeat_seeds = get_study("lra_sharing").preset("quick").repeat_seeds
     try:
-        replays, version = _read(replays_path(args.table)), table_version(args.table)
+        replays, version = read_replays(replays_path(args.table), REPLAY_COLUMNS), table_version(args.table)
         points = curve_info(replays, version, repeat_seeds, args.only)
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)

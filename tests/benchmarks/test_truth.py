@@ -122,8 +122,10 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
 @pytest.mark.parametrize(
     ("command", "argv", "words"),
     [
-        ("compare", ["--replays", "0"], "--replays must be 1 or more"),
-        ("compare", ["--replays", "-5"], "--replays must be 1 or more"),
+        ("compare", ["--replays", "0"], "--replays must be 1 to 100000"),
+        ("compare", ["--replays", "-5"], "--replays must be 1 to 100000"),
+        ("compare", ["--replays", str(10**12)], "--replays must be 1 to 100000"),
+        ("compare", ["--seeds", f"0-{10**12}"], "--seeds must span at most 100000 study seeds"),
         ("compare", ["--seeds", "599-300"], "'599-300' is not FIRST-LAST"),
         ("compare", ["--seeds", "300"], "'300' is not FIRST-LAST"),
         ("compare", ["--seeds", "0-9", "--replays", "10"], "--seeds and --replays both choose"),
@@ -464,6 +466,37 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
     argv = ["--table", str(copy), "--trials", "24", "--seeds", "200-201", "--only", DEFAULT]
     assert main([*argv, "--workers", "1"]) == 0
     assert re.search(r"^replays(\s+2){3}$", capsys.readouterr().out, re.MULTILINE)  # it and the two references
+    assert replays_path(copy).read_bytes() == kept
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"", "not a replays file"),
+        (b"strategy,trials\nA,2", "no column repeat_seeds, seed, table"),
+        (b"strategy,trials,repeat_seeds,seed,table\nA,24,6,0,t\nA,24,6,inf,t\n", "line 3: seed = inf is not a whole"),
+        (b"strategy,trials,repeat_seeds,seed,table\nA,24,6,1.5,t\n", "line 2: seed = 1.5"),
+        (b"strategy,trials,repeat_seeds,seed,table,regret: x\nA,24,6,0,t,inf\n", "line 2: regret: x is not finite"),
+        (b"strategy,trials,repeat_seeds,seed,table\n\xff\xfe,24,6,0,t\n", "not a replays file"),
+        (b'strategy,trials,repeat_seeds,seed,table\n"A,24,6,0,t\n', "not a replays file"),
+    ],
+)
+def test_a_replays_file_that_is_not_one_is_refused_by_its_line_and_kept(
+    content: bytes, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = _committed_copy(tmp_path)
+    replays_path(copy).write_bytes(content)
+    assert main(["--table", str(copy), "--replays", "1", "--only", DEFAULT, "--workers", "1"]) == 2
+    error = capsys.readouterr().err
+    assert says in error and "restore it with git checkout, or delete it" in error
+    assert replays_path(copy).read_bytes() == content  # nothing replayed over it
+
+
+def test_a_budget_larger_than_the_table_is_refused_before_any_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = _committed_copy(tmp_path)
+    kept = replays_path(copy).read_bytes()
+    assert main(["--table", str(copy), "--trials", str(10**9), "--only", DEFAULT, "--workers", "1"]) == 2
+    assert "more than lra_sharing-table-v6.csv has rows (660)" in capsys.readouterr().err
     assert replays_path(copy).read_bytes() == kept
 
 
