@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import optuna
@@ -51,6 +52,6 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
     failed = frame[frame["state"].isin(["FAIL", INFEASIBLE])]
     for _, row in failed.head(3).iterrows():
         lines.append(f"  failed trial {row['number']}: {str(row[record.ERROR]).splitlines()[0]}")
-    lines.append(f"  store:  {storage_url}  (browse: optuna-dashboard {storage_url})")
+    lines.append(f"  store:  {storage_url}  (browse: optuna-dashboard {shlex.quote(storage_url)})")  # to paste in a shell
     lines.append(f"  report: {report}")
     return "\n".join(lines)

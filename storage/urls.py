@@ -104,12 +104,36 @@ def _check_driver_arguments(parsed: URL, url: str) -> None:
             _, arguments = sqlalchemy.create_engine(parsed).dialect.create_connect_args(parsed)
         if parsed.get_backend_name() == "postgresql":
             psycopg.conninfo.make_conninfo("", **{k: v for k, v in arguments.items() if k != "context"})
+            _check_whole_numbers(arguments)
     except (ValueError, TypeError, sqlalchemy.exc.SAWarning, psycopg.Error) as error:
         message = _masked_text(str(error).split(";")[0].splitlines()[0] if str(error) else type(error).__name__)
         raise StorageURLError(
             f"storage URL {masked_url(url)!r}: its query arguments ({', '.join(sorted(parsed.query))}) are not what "
             f"its driver takes: {message}; fix or drop them"
         ) from None
+
+
+# libpq's connection options that take a whole number: libpq reads them only when it connects.
+_LIBPQ_WHOLE_NUMBERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+
+
+def _check_whole_numbers(arguments: dict) -> None:
+    """libpq's whole-number options, read as libpq will read them when it connects.
+
+    Raises:
+        ValueError: one that is not a whole number.
+    """
+    for name in _LIBPQ_WHOLE_NUMBERS:
+        value = arguments.get(name)
+        if value is not None and not str(value).strip().lstrip("+-").isdigit():
+            raise ValueError(f"invalid integer value {str(value)!r} for connection option {name!r}")
 
 
 def masked_url(url: str) -> str:

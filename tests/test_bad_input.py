@@ -315,6 +315,11 @@ CASES = [
             ("bad-flag", "sqlite:///runs/new.db?check_same_thread=maybe", r"\(check_same_thread\).*not true/false"),
             ("ignored", "sqlite:///runs/new.db?foo=1", r"\(foo\).*'foo' are not accepted by the pysqlite driver"),
             ("postgresql", "postgresql+psycopg://u:secret@127.0.0.1:1/d?bogus=1", r"u:\*\*\*@.*invalid connection option"),
+            (
+                "postgresql-timeout",
+                "postgresql+psycopg://u:secret@127.0.0.1:1/d?connect_timeout=abc",
+                r"\(connect_timeout\).*invalid integer value 'abc' for connection option 'connect_timeout'",
+            ),
         )
     ),
     (

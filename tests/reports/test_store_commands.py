@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from reports.__main__ import main
 from reports.files import study_file_stem
 from reports.results import StudyResults
+from reports.summary import summary
 from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
 from storage import open_storage, record
 from studies.engine.options import RunOptions
@@ -186,6 +188,12 @@ def test_two_stores_studies_of_one_name_never_write_the_same_default_files(
     assert sorted(path.name for path in Path("tables").iterdir()) == sorted(
         f"{stem}-{table}.csv" for stem in (SMOKE_STUDY, study_file_stem(SMOKE_STUDY, other)) for table in ("fronts", "verdict")
     )
+    (tmp_path / "with space").mkdir()  # the run's summary prints a browse command that pastes into a shell as one URL
+    copy_store(smoke_run["url"], tmp_path / "with space" / "optuna.db")
+    spaced = "sqlite:///with space/optuna.db"
+    printed = summary(optuna.load_study(study_name=SMOKE_STUDY, storage=spaced), spaced, plain)
+    browse = next(line for line in printed.splitlines() if "browse:" in line)
+    assert shlex.split(browse.partition("browse: ")[2].removesuffix(")")) == ["optuna-dashboard", spaced]
     # However a URL names a store, its tag is the same; the default store has none.
     assert study_file_stem(SMOKE_STUDY, f"sqlite:///{tmp_path}/elsewhere/../elsewhere/optuna.db") == tagged.stem
     assert study_file_stem(SMOKE_STUDY, f"sqlite:///{tmp_path}/runs/optuna.db") == SMOKE_STUDY
