@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,46 @@ def test_the_wall_time_benchmark_reads_the_search_s_and_the_repeats_progress_lin
         ("14", "02", "12", "40"),
         ("19", "40", "21", "05"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["nosuch"], "unknown study 'nosuch'"),
+        (["lra_sharin"], "did you mean 'lra_sharing'?"),
+        (["lra_sharing", "--preset", "bogus"], "unknown preset 'bogus'"),
+    ],
+)
+def test_the_wall_time_benchmark_refuses_an_unknown_name_before_any_run(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.wall_time import main
+
+    assert main(argv) == 2  # not 1, its code for a missed target
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.drill
+def test_a_signal_to_the_wall_time_benchmark_stops_its_run_and_waits_for_it() -> None:
+    """SIGTERM to the benchmark reaches the run it started, which stops as it would alone; the benchmark waits for it
+    before its temporary store goes, and exits with the run's code."""
+    from tests.processes import descendants, kill_tree, wait_for_training_worker
+
+    benchmark = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.wall_time", "lra_sharing", "--preset", "smoke"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_training_worker(benchmark, timeout=180)
+        runs = [pid for pid, command in descendants(benchmark.pid) if "studies.run" in command]
+        assert len(runs) == 1
+        benchmark.send_signal(signal.SIGTERM)
+        output, _ = benchmark.communicate(timeout=120)
+    finally:
+        if benchmark.poll() is None:
+            kill_tree(benchmark)
+    assert benchmark.returncode == 143, output[-3000:]
+    assert "Traceback" not in output and "the run exited 143" in output
+    assert not Path(f"/proc/{runs[0]}").exists()  # the run ended before the benchmark did
