@@ -17,7 +17,7 @@ from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
 from benchmarks.truth.compare import SCHEME, ReplaysBusyError, main, replays_path, run_replays, table_version
-from benchmarks.truth.crossfit import cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
+from benchmarks.truth.crossfit import OutOfSample, cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
 from benchmarks.truth.replay import SeedPool, Strategy, judging_roles, replay, replay_preset, seed_pool
 from benchmarks.truth.scoring import (
     agreement,
@@ -28,7 +28,15 @@ from benchmarks.truth.scoring import (
     same_answer,
     same_conclusion,
 )
-from benchmarks.truth.skill import ABSTAIN, NO_SEARCH, skill, skill_interval
+from benchmarks.truth.skill import (
+    ABSTAIN,
+    NO_SEARCH,
+    Referee,
+    abstaining_fields,
+    no_search_verdict,
+    skill,
+    skill_interval,
+)
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
@@ -302,6 +310,49 @@ def test_the_cross_fitted_truth_selects_on_the_seeds_all_have_and_judges_only_on
     assert set(gaps) <= {c.family for c in crossed.comparisons} and gaps
     for gap in gaps.values():
         assert gap.folds >= 3 and gap.picks >= 1 and gap.interval[0] <= gap.gap <= gap.interval[1]
+
+
+def test_a_replay_is_right_when_it_decides_as_the_truth_and_is_wrong_nowhere_and_abstaining_earns_nothing(
+    committed: Table,
+) -> None:
+    referee = Referee.of(judged(committed))
+
+    class Answers(Referee):  # the truth decides one comparison and leaves one open, its out-of-sample gap -1.5
+        @property
+        def answers(self) -> dict[str, str]:
+            return {"decided": "worse", "open": "undetermined"}
+
+    gap = OutOfSample("open", -1.5, (-2.5, -0.5), 9, 4)
+    scored = Answers(referee.truth, {"open": gap}, margin=1.0)
+
+    def score(decided: str, open_answer: str, low: float = -3.0, high: float = 0.5) -> dict[str, object]:
+        fields = {"answer: decided": decided, "answer: open": open_answer, "low: open": low, "high: open": high}
+        return scored.score(fields)
+
+    assert score("worse", "undetermined")["right"] and score("worse", "worse")["right"]
+    assert score("worse", "undetermined")["covers: open"] and not score("worse", "undetermined", -1.0, 0.5)["covers: open"]
+    assert not score("undetermined", "undetermined")["right"]  # abstaining where the truth decides
+    for wrongly in ("better", "same"):  # against the gap's sign; the same within 1 point of a 1.5-point gap
+        assert score("worse", wrongly)["wrong: open"] and not score("worse", wrongly)["right"]
+    abstained = scored.score(abstaining_fields(scored))
+    assert not abstained["right"] and not abstained["covers: open"] and not abstained["decides: decided"]
+
+
+def test_no_search_judges_a_random_in_band_pick_per_family_on_the_replays_judging_seeds(committed: Table) -> None:
+    table = judged(committed)
+    configs, referee = configurations(table), Referee.of(table)
+    reference = float(referee.truth.comparisons[0].baseline[record.FLOPS])
+    picked = set()
+    for seed in range(6):
+        judging = {index + 1 for index in judging_roles(table, 6, seed).judging}  # a repeat's index is its seed + 1
+        headline = no_search_verdict(table, configs, reference, 6, seed)
+        assert headline.comparisons
+        for comparison in headline.comparisons:
+            candidate, baseline = comparison.candidate, comparison.baseline
+            assert set(candidate["fresh"]) == set(baseline["fresh"]) == judging  # the replays' seeds of that study seed
+            assert 1 / 1.15 <= candidate[record.FLOPS] / baseline[record.FLOPS] <= 1.15
+            picked.add(configuration_of(candidate["family"], candidate, table.knobs))
+    assert len(picked) > len(headline.comparisons)  # drawn at random: other picks from other study seeds
 
 
 def test_a_named_point_is_scored_against_the_truth_of_the_variant_the_replay_trained(committed: Table) -> None:
