@@ -99,7 +99,8 @@ def linked_repeats(study: optuna.Study) -> optuna.Study | None:
 def verify_repeats(search: optuna.Study, repeats: optuna.Study) -> None:
     """Check that ``repeats`` holds ``search``'s seed repeats and nothing else: it links back to ``search``, and
     every trial names a search trial (``record.REPEAT_OF``) and a fresh seed (``record.REPEAT_INDEX`` >= 1), and
-    every complete one has that trial's configuration and a seed no other complete repeat of it has.
+    every complete one has that trial's configuration, a seed no other complete repeat of it has, and a seed
+    (``record.SEED``) no search trial trained on.
 
     Raises:
         RepeatsStudyError: the first trial, or the link, that does not hold, in a sentence.
@@ -110,6 +111,7 @@ def verify_repeats(search: optuna.Study, repeats: optuna.Study) -> None:
             f"{where} does not link back to {search.study_name!r}: it is not its seed repeats; {_delete_hint(repeats.study_name)}"
         )
     originals = {trial.number: trial for trial in search.get_trials(deepcopy=False)}
+    searched = {trial.user_attrs[record.SEED]: trial.number for trial in originals.values() if record.SEED in trial.user_attrs}
     taken: dict[tuple, int] = {}
     for trial in repeats.get_trials(deepcopy=False):
         of, index = trial.user_attrs.get(record.REPEAT_OF), trial.user_attrs.get(record.REPEAT_INDEX)
@@ -128,6 +130,11 @@ def verify_repeats(search: optuna.Study, repeats: optuna.Study) -> None:
             )
         if not complete:
             continue
+        if (seed := trial.user_attrs.get(record.SEED)) in searched:
+            raise RepeatsStudyError(
+                f"{said} trained on seed {seed}, which search trial {searched[seed]} trained on: no fresh seed, and "
+                f"its figure would judge on what selected; {_delete_hint(repeats.study_name)}"
+            )
         key = (tuple(sorted(trial.params.items(), key=lambda item: item[0])), index)
         if key in taken:
             raise RepeatsStudyError(

@@ -138,8 +138,19 @@ def test_a_study_of_repeats_is_verified_before_it_is_believed(smoke_run: dict, t
             )
         )
 
+    def a_searched_seed(search: optuna.Study, repeats: optuna.Study) -> None:
+        first = next(t for t in repeats.trials if t.state == optuna.trial.TrialState.COMPLETE)
+        searched = next(t for t in search.trials if t.number != first.user_attrs[record.REPEAT_OF])
+        attributes = first.user_attrs | {record.REPEAT_INDEX: 99, record.SEED: searched.user_attrs[record.SEED]}
+        repeats.add_trial(
+            optuna.trial.create_trial(
+                params=first.params, distributions=first.distributions, values=first.values, user_attrs=attributes
+            )
+        )
+
     for change, words in (
         (another_search_s, "names 'other-smoke-v1:repeats' as its seed repeats"),
+        (a_searched_seed, "which search trial"),
         (a_repeat_of_no_trial, "repeats trial 999 of 'lra_sharing-smoke-v6', which it does not hold"),
         (a_seed_twice, "on fresh seed 1: a seed's figure would count twice"),
     ):
