@@ -109,6 +109,9 @@ def read_replays(path: Path, columns: tuple[str, ...] = KEYS) -> pd.DataFrame:
             line = int(bad.idxmax()) + 2  # the header is line 1
             value = frame[column][bad].iloc[0]
             raise TableError(f"{path}, line {line}: {column} = {value} is not a whole number from 0; {fix}")
+    for line, cell in enumerate(frame.get("hypervolume", pd.Series(dtype=object)), start=2):
+        if isinstance(cell, str) and not _is_curve(cell):
+            raise TableError(f"{path}, line {line}: hypervolume is no list of [device-hours, share] pairs; {fix}")
     numbers = frame.select_dtypes("number")
     infinite = numbers.isin([math.inf, -math.inf])
     if infinite.any().any():
@@ -116,6 +119,18 @@ def read_replays(path: Path, columns: tuple[str, ...] = KEYS) -> pd.DataFrame:
         line = int(infinite[column].idxmax()) + 2
         raise TableError(f"{path}, line {line}: {column} is not finite; {fix}")
     return frame
+
+
+def _is_curve(cell: str) -> bool:
+    """Whether a replays file's ``hypervolume`` cell is a JSON list of finite ``[device-hours, share]`` pairs."""
+    try:
+        curve = json.loads(cell)
+    except ValueError:
+        return False
+    return isinstance(curve, list) and all(
+        isinstance(point, list) and len(point) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in point)
+        for point in curve
+    )
 
 
 class ReplaysBusyError(RuntimeError):

@@ -528,6 +528,7 @@ def test_a_range_of_study_seeds_is_replayed_and_summarized_alone(
         (b"strategy,trials,repeat_seeds,seed,table\nA,24,6,0,t\nA,24,6,inf,t\n", "line 3: seed = inf is not a whole"),
         (b"strategy,trials,repeat_seeds,seed,table\nA,24,6,1.5,t\n", "line 2: seed = 1.5"),
         (b"strategy,trials,repeat_seeds,seed,table,regret: x\nA,24,6,0,t,inf\n", "line 2: regret: x is not finite"),
+        (b'strategy,trials,repeat_seeds,seed,table,hypervolume\nA,24,6,0,t,"[[1, 0.5], [2"\n', "line 2: hypervolume is no"),
         (b"strategy,trials,repeat_seeds,seed,table\n\xff\xfe,24,6,0,t\n", "not a replays file"),
         (b'strategy,trials,repeat_seeds,seed,table\n"A,24,6,0,t\n', "not a replays file"),
     ],
