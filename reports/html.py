@@ -34,6 +34,7 @@ from reports.results.details import importances, learning_curves, provenance
 from reports.results.frame import compared_knobs, knob_columns, search_runs
 from reports.results.fronts import family_budgets
 from reports.results.quality import quality
+from reports.results.verdict import provisional
 from reports.tables import front_numbers, fronts_frame, verdict_frame
 from storage import masked_url, record
 
@@ -134,6 +135,7 @@ def report_html(
 <p class="question">{html.escape(str(attributes.get("question", "")))}</p>
 <h2>Verdict</h2>
 <div class="wide">{table_html(verdict_frame(results), "Nothing compared yet: the sentence below says why.")}</div>
+{f"<p><b>{html.escape(note)}</b></p>" if (note := provisional(results.frame)) else ""}
 <p class="headline">{html.escape(answer.sentence)}</p>
 <p>{html.escape(str(attributes.get(record.RELIABILITY, "How sure: not recorded (a store this product did not write).")))}</p>
 <h2>Settings</h2>{_table(settings) if settings else "<p>(not recorded)</p>"}

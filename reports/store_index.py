@@ -123,6 +123,8 @@ def listing(storage: optuna.storages.BaseStorage, storage_url: str) -> str:
             )
         else:
             lines.append("  verdict:")
+        if note := summary.user_attrs.get(record.VERDICT_PROVISIONAL):  # other drivers' trials ran when it was written
+            lines.append(f"    {note}")
         if table := verdict_text(summary.user_attrs.get(record.VERDICT_TABLE) or [], indent="    "):  # older stores: none
             lines.append(table)
         lines.append(f"    {verdict}")

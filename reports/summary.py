@@ -13,6 +13,7 @@ from reports.results.configurations import headline_figure, knobs_text
 from reports.results.frame import knob_columns
 from reports.results.names import INFEASIBLE
 from reports.results.quality import Quality, quality
+from reports.results.verdict import provisional
 from reports.tables import verdict_frame, verdict_text
 from storage import record
 
@@ -41,6 +42,8 @@ def summary(study: optuna.Study, storage_url: str, report: Path, results: StudyR
     lines.append("  verdict:")
     if table := verdict_text(verdict_frame(results), indent="    "):
         lines.append(table)
+    if note := provisional(frame):
+        lines.append(f"    {note}")
     lines.append(f"    {study.user_attrs.get(record.VERDICT, results.verdict.sentence)}")
     if reliability := study.user_attrs.get(record.RELIABILITY):
         lines.append(f"  {reliability}")

@@ -104,6 +104,7 @@ SEARCH_SPACE = "search_space"  # each searched knob's domain, described
 RELIABILITY = "reliability"  # how often the preset's answer reaches its truth's, in a sentence
 OBJECTIVES = "objectives"  # each objective's metric and direction, in Optuna's order of values
 VERDICT = "verdict"  # the verdict's sentence, stored after a run
+VERDICT_PROVISIONAL = "verdict_provisional"  # why the stored verdict may still change (trials running elsewhere); "" if final
 VERDICT_REPEATS = "verdict_repeats"  # how many complete seed repeats the stored verdict read (a later count: it is stale)
 VERDICT_TABLE = "verdict_table"  # the verdict as a table: a row per comparison (``reports.tables.verdict_frame``'s, as text)
 REPEATS_STUDY = "repeats_study"  # on a search's study: the study in the same store that holds its seed repeats

@@ -102,6 +102,23 @@ class Headline:
     comparisons: tuple[Comparison, ...] = ()
 
 
+def provisional(frame: pd.DataFrame) -> str:
+    """Why the verdict of ``frame`` may still change: trials of the study still running (under other drivers, or
+    left RUNNING by a driver that stopped), in a sentence; "" when none runs.
+
+    Args:
+        frame: ``trials_frame`` (its seed repeats' among them).
+    """
+    running = int((frame["state"] == "RUNNING").sum()) if not frame.empty else 0
+    if not running:
+        return ""
+    trials = "trial of the study is" if running == 1 else "trials of the study are"
+    return (
+        f"Provisional: {running} {trials} still running (under another driver, or left by one that stopped); the "
+        "driver that ends last writes the final verdict, and python -m reports recomputes it from the store."
+    )
+
+
 def verdict(frame: pd.DataFrame) -> Headline:
     """The study's answer, the one text the summary, the report and the store's ``verdict`` attribute show."""
     return headline(frame, configurations(frame, knob_columns(frame)))

@@ -12,11 +12,13 @@ from typing import TextIO
 
 import optuna
 import ray
+from optuna.trial import TrialState
 
 from reports.files import OutputPathError, report_path
 from reports.html import write_report
 from reports.results import StudyResults
 from reports.results.frame import outcome
+from reports.results.verdict import provisional
 from reports.summary import summary
 from reports.tables import verdict_frame
 from storage import (
@@ -138,6 +140,11 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                 tune_trials(optuna_study, run.trials, then=ahead)
             looks = preset.repeat_looks(run.repeat_seeds)
             for look, seeds in enumerate(looks):
+                if searching := len(optuna_study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
+                    # Another driver's search trial may change what the verdict compares: the driver that ends the
+                    # search last plans the repeats.
+                    print(_SEARCH_ELSEWHERE.format(searching), file=out)
+                    break
                 with lock.held():  # drivers sharing the store queue each repeat once
                     repeats = plan_repeats(optuna_study, seeds, open_only=look > 0)
                 if repeats:
@@ -155,6 +162,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         results = StudyResults.read(optuna_study)  # once: the stored verdict, the report and the summary read it
         optuna_study.set_user_attr(record.VERDICT, results.verdict.sentence)
         optuna_study.set_user_attr(record.VERDICT_TABLE, verdict_frame(results).to_dict("records"))
+        optuna_study.set_user_attr(record.VERDICT_PROVISIONAL, provisional(results.frame))
         trials = trials_with_repeats(optuna_study)  # one read: the count the verdict rests on, the run's counts
         optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(trials))
         try:
@@ -169,6 +177,11 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
         return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
+
+
+_SEARCH_ELSEWHERE = (
+    "{} search trials still run under other drivers: the seed repeats are left to the driver that ends the search last"
+)
 
 
 def _repeating(repeats: int, seeds: int, look: int, looks: int) -> str:

@@ -147,3 +147,44 @@ def test_drivers_opening_an_empty_database_at_once_all_open_it(postgres_url: str
             errors = list(pool.map(_open_after, [barrier] * 6, [url] * 6))
         assert errors == [""] * 6, errors
         assert optuna.storages.RDBStorage(url).get_all_studies() == []  # one store, usable
+
+
+@pytest.mark.drill  # make drills: another driver's trial still running when a driver ends
+def test_a_driver_that_ends_while_another_s_trial_runs_stores_a_provisional_verdict_and_plans_no_repeats(
+    postgres_url: str, local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A search trial of another driver may change what the verdict compares: the driver that ends first plans no
+    seed repeats and marks its verdict provisional (console, report, store, list); the one that ends last, final."""
+    import os
+    import socket
+
+    from reports.__main__ import main as reports_main
+    from storage import record
+    from studies.catalogue import LRA_SHARING
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["lra_sharing", "--preset", "smoke", "--storage", postgres_url, "--data-cache", str(tmp_path / "data")]
+    assert main([*argv, "--repeat-seeds", "0"]) == 0
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=postgres_url)
+    done = len(study.trials)
+    study.enqueue_trial({"attention": "mha", "d_model": 32, "num_heads": 2}, user_attrs={"family": "MHA", "baseline": True})
+    elsewhere = study.ask()  # another driver's trial, training: its driver a live process on this host
+    LRA_SHARING.space_for(LRA_SHARING.preset("smoke")).suggest(elsewhere)
+    elsewhere.set_user_attr(record.DRIVER, f"{socket.gethostname()}:{os.getppid()}")
+    capsys.readouterr()
+
+    assert main([*argv, "--trials", str(done + 1)]) == 0  # its budget is met: the other driver's trial is in it
+    said = capsys.readouterr().out
+    assert "1 search trials still run under other drivers: the seed repeats are left" in said
+    assert "Provisional: 1 trial of the study is still running" in said
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=postgres_url)
+    assert study.user_attrs[record.VERDICT_PROVISIONAL].startswith("Provisional: 1 trial")
+    repeats = [s for s in optuna.get_all_study_summaries(postgres_url) if s.study_name == f"{SMOKE_STUDY}:repeats"]
+    assert not repeats or repeats[0].n_trials == 0  # no seed repeat planned on a search still running
+    assert reports_main(["list", "--storage", postgres_url]) == 0
+    assert "    Provisional: 1 trial" in capsys.readouterr().out
+
+    study.tell(elsewhere, state=TrialState.FAIL)  # the other driver's trial ends: the last driver's verdict is final
+    assert main([*argv, "--trials", str(done + 1)]) == 0
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=postgres_url)
+    assert study.user_attrs[record.VERDICT_PROVISIONAL] == "" and "Provisional" not in capsys.readouterr().out
