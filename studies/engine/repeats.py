@@ -12,6 +12,7 @@ the normal's the boundary assumes: the first look is, if anything, harder to pas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import optuna
@@ -93,9 +94,17 @@ def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fal
     return due
 
 
-def plan_repeats(optuna_study: optuna.Study, seeds: int, *, open_only: bool = False) -> int:
+QUEUED_SAID_EVERY = 500  # repeats queued between two progress calls (a store writes each one on its own)
+
+
+def plan_repeats(
+    optuna_study: optuna.Study, seeds: int, *, open_only: bool = False, progress: Callable[[int, int], None] | None = None
+) -> int:
     """Queue the seed repeats due (``repeats_due``; ``open_only``: a second look's) in the search's linked study of
     repeats (``storage.repeats_study``: Optuna's own tools then find the search's front without them).
+
+    Args:
+        progress: Called with ``(queued, due)`` every ``QUEUED_SAID_EVERY`` repeats queued, where more are due.
 
     Returns:
         How many repeats were queued.
@@ -103,6 +112,8 @@ def plan_repeats(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fa
     due = repeats_due(optuna_study, seeds, open_only=open_only)
     if due:
         repeats = open_linked_repeats(optuna_study)
-        for planned in due:
+        for count, planned in enumerate(due, start=1):
             enqueue(repeats, planned)
+            if progress is not None and count % QUEUED_SAID_EVERY == 0 and count < len(due):
+                progress(count, len(due))
     return len(due)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -146,7 +147,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
                     print(_SEARCH_ELSEWHERE.format(searching), file=out)
                     break
                 with lock.held():  # drivers sharing the store queue each repeat once
-                    repeats = plan_repeats(optuna_study, seeds, open_only=look > 0)
+                    repeats = plan_repeats(optuna_study, seeds, open_only=look > 0, progress=_queueing(out))
                 if repeats:
                     print(_repeating(repeats, seeds, look, len(looks)), file=out)
                 repeats_study = linked_repeats(optuna_study)
@@ -182,6 +183,15 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
 _SEARCH_ELSEWHERE = (
     "{} search trials still run under other drivers: the seed repeats are left to the driver that ends the search last"
 )
+
+
+def _queueing(out: TextIO) -> Callable[[int, int], None]:
+    """What a run says while it queues many seed repeats (each is a write to the store)."""
+
+    def said(queued_now: int, due: int) -> None:
+        print(f"queueing seed repeats: {queued_now} of {due}", file=out, flush=True)
+
+    return said
 
 
 def _repeating(repeats: int, seeds: int, look: int, looks: int) -> str:

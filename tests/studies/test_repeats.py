@@ -59,3 +59,19 @@ def test_a_preset_repeats_in_two_looks_only_when_its_first_is_short_of_the_seeds
     assert two_looks.repeat_looks(6) == (3, 6)
     assert two_looks.repeat_looks(3) == (3,)  # --repeat-seeds 3: one look
     assert two_looks.repeat_looks(0) == ()
+
+
+def test_a_run_queueing_many_seed_repeats_says_how_far_it_got(smoke_run: dict, tmp_path, monkeypatch) -> None:
+    """Each repeat is a write to the store: queueing thousands takes minutes, said as it goes."""
+    import optuna
+
+    import studies.engine.repeats as repeats
+    from tests.conftest import SMOKE_STUDY, copy_store
+
+    url = copy_store(smoke_run["url"], tmp_path / "store.db")
+    monkeypatch.setattr(repeats, "QUEUED_SAID_EVERY", 2)
+    said: list[tuple[int, int]] = []
+    study = optuna.load_study(study_name=SMOKE_STUDY, storage=url)
+    queued = repeats.plan_repeats(study, 6, progress=lambda done, due: said.append((done, due)))
+    assert queued > 4 and said == [(done, queued) for done in range(2, queued, 2)]
+    assert repeats.plan_repeats(study, 6, progress=lambda done, due: said.append((done, due))) == 0  # all queued
