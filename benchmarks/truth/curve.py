@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no replays of {args.table.name} as it is now match {args.only or 'any strategy'}", file=sys.stderr)
         return 2
     replayed = int(points["replays"].sum())
-    title = f"Agreement against cost: {replayed} replayed lra_sharing quick studies, {repeat_seeds} repeat seeds each"
+    title = f"Right against cost: {replayed} replayed lra_sharing quick studies, {repeat_seeds} repeat seeds each"
     figure = curve_figure(points, title, reference_share(replays, version, repeat_seeds))
     if args.output.suffix == ".png":
         figure.write_image(args.output, scale=1)
