@@ -63,10 +63,13 @@ def peak_memory(device: torch.device) -> Iterator[dict[str, int]]:
 
 
 def device_name(device: torch.device) -> str:
-    """A readable name: the GPU's model, or the CPU with its thread count."""
+    """A readable name: the GPU's model, or the CPU with its thread count and the vector instructions torch's CPU
+    kernels use (``ATEN_CPU_CAPABILITY``): a float sum's order follows them, so a trial trains bit for bit alike only
+    where they are the same (set the variable to the recorded one to re-run it elsewhere)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores)"
+    kernels = torch.backends.cpu.get_cpu_capability()
+    return f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores, {kernels} kernels)"
 
 
 # Dense peak throughput (no sparsity) of accelerators by their exact CUDA device name, FLOP/s:

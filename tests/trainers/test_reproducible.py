@@ -36,15 +36,18 @@ TRIAL = """
 """
 
 
-def _trial(mode: str, cache: Path, memory_bytes: int = 0, threads: int = 1) -> list[dict]:
+def _trial(mode: str, cache: Path, memory_bytes: int = 0, threads: int = 1, kernels: str | None = None) -> list[dict]:
     """Every report of one DAMCHA trial of one CPU, trained in a process of its own as a Ray worker trains it,
-    with ``threads`` as the environment's OMP_NUM_THREADS (Ray's, or a user's)."""
+    with ``threads`` as the environment's OMP_NUM_THREADS (Ray's, or a user's) and ``kernels`` as its
+    ATEN_CPU_CAPABILITY (None: torch's choice for this CPU)."""
+    environment = os.environ | {"OMP_NUM_THREADS": str(threads)}
+    environment.pop("ATEN_CPU_CAPABILITY", None)
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(TRIAL), mode, str(cache), str(memory_bytes)],
         capture_output=True,
         text=True,
         timeout=300,
-        env=os.environ | {"OMP_NUM_THREADS": str(threads)},
+        env=environment | ({"ATEN_CPU_CAPABILITY": kernels} if kernels else {}),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -67,3 +70,16 @@ def test_a_damcha_trial_trains_bit_for_bit_the_same_with_the_machine_loaded(tmp_
             measured = {name: value for name, value in alone.items() if name not in TIMED}
             assert measured == {name: value for name, value in beside.items() if name not in TIMED}, mode
         assert "test_accuracy" in quiet[-1] and "peak_memory_bytes" in quiet[-1]  # the last report's, compared too
+
+
+def test_a_trial_records_the_cpu_kernels_it_trained_with_and_trains_alike_where_they_are_set_to_them(tmp_path: Path) -> None:
+    """A float sum's order follows the vector instructions torch's CPU kernels use, which it picks for the CPU: a
+    trial names them in its ``device``, and a re-run elsewhere that sets ATEN_CPU_CAPABILITY to them trains alike."""
+    import torch
+
+    own = _trial("rowsum", tmp_path)
+    assert own[-1]["device"].endswith(f"{torch.backends.cpu.get_cpu_capability()} kernels)")
+    plain = [_trial("rowsum", tmp_path, kernels="default") for _ in range(2)]
+    assert plain[0][-1]["device"].endswith("DEFAULT kernels)")
+    for first, second in zip(*plain, strict=True):
+        assert {k: v for k, v in first.items() if k not in TIMED} == {k: v for k, v in second.items() if k not in TIMED}
