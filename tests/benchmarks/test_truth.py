@@ -494,7 +494,7 @@ def test_a_second_run_into_the_same_replays_file_is_refused_and_loses_nothing(
         assert main(["--table", str(path), "--replays", "2", "--only", name]) == 2
     assert "error: another run is replaying into" in capsys.readouterr().err
     assert replays_path(path).read_bytes() == kept
-    assert run_replays(path, [name], 2, definition, preset)["seed"].tolist() == [0, 1]  # released, it runs
+    assert of(run_replays(path, [name], 2, definition, preset), name)["seed"].tolist() == [0, 1]  # released, it runs
 
 
 def _committed_copy(tmp_path: Path) -> Path:
