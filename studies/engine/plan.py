@@ -17,6 +17,7 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
+from reports.results.matching import matched
 from storage import masked_url, open_storage, parse_storage_url, record, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
 from studies.engine.errors import StudyOptionError
@@ -88,6 +89,24 @@ def _candidates(study: Study, run: CheckedRun) -> dict[str, list[Candidate]]:
         )
         per_family[entry.family.label].append(candidate)
     return {label: sorted(found, key=lambda candidate: candidate.flops.forward) for label, found in per_family.items()}
+
+
+def _in_band(candidates: list[Candidate], baselines: list[Candidate], baseline: str) -> str:
+    """How many of a family's searched configurations have a ``baseline`` configuration within the verdict's cost
+    band (``reports.results.matching.COST_BAND``): where none has, its comparisons can only be "not matched in cost".
+    """
+    costs = [candidate.flops.forward for candidate in baselines]
+    searched = [candidate.flops.forward for candidate in candidates if candidate.entry.point is None]
+    if not costs or not searched:
+        return ""
+    inside = sum(any(matched(flops / cost) for cost in costs) for flops in searched)
+    if inside:
+        return f", {inside} within the cost band of one of {baseline}'s"
+    nearest = [min((flops / cost for cost in costs), key=lambda ratio: abs(math.log(ratio))) for flops in searched]
+    return (
+        f", none within the cost band of one of {baseline}'s ({min(nearest):.2f}-{max(nearest):.2f}x the nearest's FLOPs): "
+        f"its comparisons can only be 'not matched in cost'"
+    )
 
 
 def _split_size(preset: Preset, split: str) -> int:
@@ -209,9 +228,12 @@ def plan(study: Study, options: RunOptions) -> Plan:
             f"search: {run.trials} trials ({to_run} to run), the families in turn ({share} each); "
             + preset.search.describe(preset.grace_steps, preset.train.steps)
         )
+    baseline = next((family.label for family in study.families if family.baseline), None)
     for label, candidates in per_family.items():
         points = sum(candidate.entry.point is not None for candidate in candidates)
         extra = f" (and {points} of a named point)" if points else ""
+        if baseline is not None and label != baseline:
+            extra += _in_band(candidates, per_family[baseline], baseline)
         lines.append(f"  {label}: {len(candidates) - points} configurations{extra}")
     repeats = most_repeats(study, run.repeat_seeds)
     if looks := preset.repeat_looks(run.repeat_seeds):

@@ -68,3 +68,17 @@ def test_a_gpu_preset_s_plan_made_here_gives_device_hours_and_peak_memory(tmp_pa
         assert re.search(rf"  {re.escape(family.label)} \(.*\): [\d.]+ (MiB|GiB), ", text)
     assert "s a step" not in text  # this CPU's step times say nothing of a GPU's
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plan_says_which_families_have_no_configuration_at_the_baseline_s_cost(tmp_path: Path) -> None:
+    """cross_head's quick space: Talking-Heads, DCMHA and MoA pay for their H-fold score mixing at one width, so none
+    of their configurations lies within the cost band of an MHA one; the plan says so before a run."""
+    from studies.catalogue import get_study
+    from studies.engine.options import RunOptions
+    from studies.engine.plan import plan
+
+    text = plan(get_study("cross_head"), RunOptions(storage=f"sqlite:///{tmp_path / 's.db'}")).text
+    for family, low, high in (("Talking-Heads", 1.19, 1.56), ("DCMHA", 1.19, 1.57), ("MoA", 1.56, 1.57)):
+        assert f"  {family}: " in text and f"none within the cost band of one of MHA's ({low:.2f}-{high:.2f}x" in text
+    assert "  Collaborative MHA: 4 configurations, 4 within the cost band of one of MHA's" in text
+    assert "  MHA: 4 configurations\n" in text  # the baseline is not compared with itself
