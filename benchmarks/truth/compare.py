@@ -31,7 +31,6 @@ the same study seed (``paired``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import multiprocessing
@@ -39,19 +38,18 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import optuna
 import pandas as pd
 import torch
-from filelock import FileLock, Timeout
 
-from benchmarks.truth.replay import replay, replay_preset
+from benchmarks.truth.replay import replay
+from benchmarks.truth.replays_file import KEYS, ReplaysBusyError, alone, read_replays, replays_path, table_version
 from benchmarks.truth.scoring import agreement
+from benchmarks.truth.seed_roles import replay_preset
 from benchmarks.truth.skill import REFERENCES, Referee, References, answer_fields
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
@@ -68,94 +66,7 @@ from studies.engine.options import StudyOptionError, check_trials_cover_families
 SCHEME = "fresh judging seeds, cross-fitted truth"
 
 
-def replays_path(table: Path) -> Path:
-    """Where a table's replays are kept: ``<table>-replays.csv`` beside it."""
-    return table.with_name(f"{table.stem}-replays.csv")
-
-
-def table_version(table: Path) -> str:
-    """The table's content hash, which each replay row records (``table``)."""
-    return hashlib.sha256(table.read_bytes()).hexdigest()[:12]
-
-
 MAX_REPLAYS = 100_000  # study seeds a run replays or summarizes: each is a row held in memory
-KEYS = ("strategy", "trials", "repeat_seeds", "seed", "table")  # what names a row: its budget, study seed and table
-
-
-def read_replays(path: Path, columns: tuple[str, ...] = KEYS) -> pd.DataFrame:
-    """A replays file, checked before any figure is read from it.
-
-    Args:
-        path: The file (``replays_path``).
-        columns: The columns the reader needs.
-
-    Raises:
-        TableError: no file, not a CSV, a column missing, a budget or seed that is not a whole number from 0, or a
-            number that is not finite; named by the file and, for a cell, its line.
-    """
-    fix = "restore it with git checkout, or delete it to replay anew"
-    if not path.is_file():
-        raise TableError(f"{path}: no replays file; python -m benchmarks.truth.compare writes it")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a replays file ({error}); {fix}") from None
-    if missing := [column for column in (*KEYS, *columns) if column not in frame.columns]:
-        raise TableError(f"{path}: no column {', '.join(dict.fromkeys(missing))}; {fix}")
-    for column in ("trials", "repeat_seeds", "seed"):
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = ~(values.between(0, math.inf, inclusive="left") & (values == values.round()))
-        if bad.any():
-            line = int(bad.idxmax()) + 2  # the header is line 1
-            value = frame[column][bad].iloc[0]
-            raise TableError(f"{path}, line {line}: {column} = {value} is not a whole number from 0; {fix}")
-    for line, cell in enumerate(frame.get("hypervolume", pd.Series(dtype=object)), start=2):
-        if isinstance(cell, str) and not _is_curve(cell):
-            raise TableError(f"{path}, line {line}: hypervolume is no list of [device-hours, share] pairs; {fix}")
-    numbers = frame.select_dtypes("number")
-    infinite = numbers.isin([math.inf, -math.inf])
-    if infinite.any().any():
-        column = infinite.any().idxmax()
-        line = int(infinite[column].idxmax()) + 2
-        raise TableError(f"{path}, line {line}: {column} is not finite; {fix}")
-    return frame
-
-
-def _is_curve(cell: str) -> bool:
-    """Whether a replays file's ``hypervolume`` cell is a JSON list of finite ``[device-hours, share]`` pairs."""
-    try:
-        curve = json.loads(cell)
-    except ValueError:
-        return False
-    return isinstance(curve, list) and all(
-        isinstance(point, list) and len(point) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in point)
-        for point in curve
-    )
-
-
-class ReplaysBusyError(RuntimeError):
-    """Another run is replaying into the same replays file."""
-
-
-@contextmanager
-def _alone(path: Path) -> Iterator[None]:
-    """Hold ``path``'s lock file (``<path>.lock``) while the body runs: each run rewrites the whole file
-    from the rows it holds, so a second run at once would drop the first's new rows.
-
-    Raises:
-        ReplaysBusyError: another run holds it.
-    """
-    lock = FileLock(f"{path}.lock", timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise ReplaysBusyError(
-            f"another run is replaying into {path}: wait for it to end (it keeps each replay as it ends), then run this again"
-        ) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 @dataclass(frozen=True)
@@ -252,7 +163,7 @@ def run_replays(
         TableError: ``table_file`` is not a table, or its replays file is not one (``read_replays``).
     """
     path = replays_path(table_file)
-    with _alone(path):
+    with alone(path):
         table = load(table_file)
         if preset.trials > len(table.rows):
             raise StudyOptionError(
@@ -261,9 +172,9 @@ def run_replays(
             )
         version = table_version(table_file)  # replays of another state of the table are redone
         preset = replay_preset(preset, table)
-        referee = Referee.of(table)
+        referee, configs = Referee.of(table), configurations(table)
         replaying = _Replaying(
-            definition, preset, table, referee, References(table, referee), point_truths(table), configurations(table), version
+            definition, preset, table, referee, References(table, referee, configs), point_truths(table), configs, version
         )
         done = read_replays(path) if path.exists() else pd.DataFrame(columns=list(KEYS))
         # Rows of another state of the table, or of another scheme of seeds and scores, are redone.

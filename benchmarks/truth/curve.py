@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.resolution import wilson_interval
-from benchmarks.truth.compare import read_replays, replays_path, table_version
+from benchmarks.truth.replays_file import read_replays, replays_path, table_version
 from benchmarks.truth.skill import NO_SEARCH, REFERENCES
 from benchmarks.truth.table import TableError, table_path
 from common.outputs import exit_with

@@ -6,8 +6,8 @@ in-memory Optuna study. Trials train on ``Preset.parallel_trials`` simulated slo
 its configuration's measured wall time (the median over the table's seeds; the fraction of it
 that a trial stopped early ran) and reports the table's learning curve of one of its seeds.
 
-A replay varies the seeds as a real run does (``SeedPool``, ``SeedRoles``). Each study seed draws its
-own judging seeds (``judging_roles``): the preset's repeats, drawn at random from the seeds the deciding
+A replay varies the seeds as a real run does (``seed_roles``). Each study seed draws its
+own judging seeds (``seed_roles.judging_roles``): the preset's repeats, drawn at random from the seeds the deciding
 configurations have (``studies.catalogue.schema.DecidingSeeds``), and repeat ``k`` of every configuration
 reads the ``k``-th, so repeat ``k`` shares a seed, as in a study. Every other seed is the search's: a
 search trial reads one its configuration has and its search has not read, so no configuration reads one
@@ -15,7 +15,7 @@ seed twice, and no search trial reads a judging seed. A configuration without ju
 its seeds that no search trial of it read, and where those run out on the others; a configuration
 searched more often than it has seeds reads one again: each is counted (``Replay.fallback_repeats``,
 ``Replay.leaked_repeats``, ``Replay.reused_search_seeds``). The preset's repeats are capped at the
-judging seeds a replay can draw (``replay_preset``). The sampler's own time (its ``ask``) is measured
+judging seeds a replay can draw (``seed_roles.replay_preset``). The sampler's own time (its ``ask``) is measured
 beside the trials' (``Replay.sampler_hours``).
 
 The replay's verdict is the product's own (``reports.results.verdict``) on the replay's trial
@@ -39,6 +39,7 @@ import optuna
 import pandas as pd
 
 from benchmarks.truth.scoring import configuration_of, hypervolume, keyed_configurations
+from benchmarks.truth.seed_roles import SeedRoles, judging_roles
 from benchmarks.truth.table import Table
 from benchmarks.truth.truth import configurations
 from reports.results.frame import configuration, trials_frame
@@ -111,68 +112,6 @@ class Replay:
     judging: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class SeedRoles:
-    """Which of a table's seed indices one replay's search trials read and which its seed repeats read.
-
-    Attributes:
-        search: Seeds a search trial may read (each configuration its own of these, never one twice).
-        judging: Seeds repeat ``k`` reads (the ``k``-th); none is a search seed.
-    """
-
-    search: tuple[int, ...]
-    judging: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class SeedPool:
-    """The seeds a table offers its replays, from which each replay draws its own ``SeedRoles``.
-
-    Attributes:
-        common: Seeds every configuration has.
-        deciding: Every seed the configurations with the most seeds have (``DecidingSeeds``), ``common`` among them.
-        repeats: Judging seeds a replay draws: at most ``deciding`` less ``keep``.
-        keep: Common seeds a replay leaves to its search, so that a configuration without judging seeds can
-            still be searched on seeds of its own (two: tried twice without reading one seed twice).
-    """
-
-    common: tuple[int, ...]
-    deciding: tuple[int, ...]
-    repeats: int
-    keep: int
-
-    def draw(self, rng: np.random.Generator) -> SeedRoles:
-        """One replay's roles: ``repeats`` judging seeds drawn at random from ``deciding``, leaving at least
-        ``keep`` of the common seeds to the search; every other seed is the search's."""
-        while True:
-            judging = tuple(int(s) for s in rng.choice(self.deciding, self.repeats, replace=False))
-            if len(set(self.common) - set(judging)) >= self.keep:
-                return SeedRoles(tuple(s for s in self.deciding if s not in judging), judging)
-
-
-def seed_pool(table: Table, repeats: int) -> SeedPool:
-    """The seeds ``table``'s replays draw from (``SeedPool``), ``repeats`` judging seeds each where it allows.
-
-    Raises:
-        ValueError: a table whose configurations share no seed, or share only one.
-    """
-    seeds_of: dict[tuple, set[int]] = {}
-    for row in table.rows.to_dict("records"):
-        seeds_of.setdefault(table.configuration_of(row), set()).add(int(row["seed_index"]))
-    common = set.intersection(*seeds_of.values()) if seeds_of else set()
-    if len(common) < 2:
-        raise ValueError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")
-    most = max(len(seeds) for seeds in seeds_of.values())
-    deciding = set.intersection(*(seeds for seeds in seeds_of.values() if len(seeds) == most))
-    keep = min(2, len(common) - 1) if deciding != common else 1  # two where some configuration has common seeds alone
-    return SeedPool(tuple(sorted(common)), tuple(sorted(deciding)), min(repeats, len(deciding) - keep), keep)
-
-
-def replay_preset(preset: Preset, table: Table) -> Preset:
-    """The preset a table can replay: its seed repeats capped at the judging seeds a replay draws (``seed_pool``)."""
-    return replace(preset, repeat_seeds=seed_pool(table, preset.repeat_seeds).repeats)
-
-
 class _Outcomes:
     """The table's rows by configuration: what a replayed trial of a configuration and seed reports, and
     which seed each trial reads (``SeedRoles``)."""
@@ -226,12 +165,6 @@ class _Outcomes:
         if key not in self.rows:
             raise KeyError(f"the table has no configuration {key}: it does not cover the replayed study's space")
         return key, self.rows[key]
-
-
-def judging_roles(table: Table, repeats: int, seed: int) -> SeedRoles:
-    """Study seed ``seed``'s seed roles on ``table``: drawn from a stream of their own, so that every protocol
-    scored for that study seed (a strategy's replay, ``no_search``) judges on the same seeds."""
-    return seed_pool(table, repeats).draw(np.random.default_rng([seed, 1]))
 
 
 def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, seed: int) -> Replay:

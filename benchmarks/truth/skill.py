@@ -10,7 +10,7 @@ comparison the truth decides and answers none wrongly, so abstaining everywhere 
 truth decides anything.
 
 The two references, judged on the same fresh seeds as every protocol replayed from the same study seed
-(``replay.judging_roles``):
+(``seed_roles.judging_roles``):
 
 - **No search** (``no_search_verdict``): the MHA, each family and each named point a configuration drawn at
   random within the cost band, and judged as a study judges its picks. It draws among the configurations
@@ -33,10 +33,10 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.truth.crossfit import OutOfSample, cross_fitted_verdict, out_of_sample, split_configurations
-from benchmarks.truth.replay import judging_roles
 from benchmarks.truth.scoring import agreement
+from benchmarks.truth.seed_roles import judging_roles
 from benchmarks.truth.table import Table
-from benchmarks.truth.truth import configurations, families, truth_frame
+from benchmarks.truth.truth import families, truth_frame
 from reports.results.matching import matched
 from reports.results.verdict import Headline, verdict
 from storage import record
@@ -169,9 +169,14 @@ def skill_interval(right: np.ndarray, reference: np.ndarray, resamples: int = 20
 class References:
     """The two reference protocols of one table, scored by its referee."""
 
-    def __init__(self, table: Table, referee: Referee) -> None:
-        self._table, self._referee = table, referee
-        self._configs = configurations(table)
+    def __init__(self, table: Table, referee: Referee, configs: pd.DataFrame) -> None:
+        """
+        Args:
+            table: The truth table.
+            referee: Its referee (``Referee.of``).
+            configs: ``configurations(table)``, read once by the caller.
+        """
+        self._table, self._referee, self._configs = table, referee, configs
         self._reference = float(referee.truth.comparisons[0].baseline[record.FLOPS])
 
     def rows(self, repeats: int, seed: int) -> dict[str, dict[str, object]]:

@@ -16,9 +16,10 @@ from benchmarks.resolution import wilson_interval
 from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
-from benchmarks.truth.compare import SCHEME, ReplaysBusyError, main, replays_path, run_replays, table_version
+from benchmarks.truth.compare import SCHEME, main, run_replays
 from benchmarks.truth.crossfit import OutOfSample, cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
-from benchmarks.truth.replay import SeedPool, Strategy, judging_roles, replay, replay_preset, seed_pool
+from benchmarks.truth.replay import Strategy, replay
+from benchmarks.truth.replays_file import ReplaysBusyError, replays_path, table_version
 from benchmarks.truth.scoring import (
     agreement,
     area_under,
@@ -28,6 +29,7 @@ from benchmarks.truth.scoring import (
     same_answer,
     same_conclusion,
 )
+from benchmarks.truth.seed_roles import SeedPool, judging_roles, replay_preset, seed_pool
 from benchmarks.truth.skill import (
     ABSTAIN,
     NO_SEARCH,
