@@ -32,12 +32,14 @@ from studies.engine.options import RunOptions
 from studies.engine.queue import queued
 from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
-from tests.processes import free_ports, kill_tree, wait_for_training_worker
+from tests.processes import descendants, free_ports, kill_tree, wait_for_training_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.drill  # make drills
 
 STUDY = "lra_sharing-smoke-v6-num_layers=6"  # six layers: trials long enough to be caught mid-training
+# docs/guarantees.md's bound: Ray's agents wait 60 s to report the raylet's death before they exit (about 80 s seen).
+LOCAL_RAY_OUTLIVES_A_KILLED_DRIVER_S = 150
 
 
 def assert_one_sentence(output: str) -> None:
@@ -103,6 +105,38 @@ def test_killed_driver_resumes_with_nothing_counted_twice(tmp_path: Path) -> Non
         else:  # killed while the sampler chose its knobs: what it had chosen, the rest sampled
             assert trial.params.items() <= retried.params.items()
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in after) == 6
+
+
+def test_a_killed_drivers_local_ray_goes_with_it(tmp_path: Path) -> None:
+    """SIGKILL to the driver alone: Ray's fate sharing ends its local Ray (workers, raylet, GCS at once; the dashboard
+    and runtime-env agents once their 60 s report of the raylet's death to the gone GCS times out), so no
+    process of the run outlives it by more than docs/guarantees.md says."""
+    driver = start_driver(tmp_path, f"sqlite:///{tmp_path / 'store.db'}")
+    survivors: list[tuple[int, str]] = []
+    try:
+        wait_for_training_worker(driver)
+        started = descendants(driver.pid)
+        os.kill(driver.pid, signal.SIGKILL)  # no chance to clean up, and nothing else is killed
+        driver.wait(timeout=30)
+        killed = time.monotonic()
+        alive = started
+        while alive and time.monotonic() - killed < LOCAL_RAY_OUTLIVES_A_KILLED_DRIVER_S:
+            time.sleep(2)
+            alive = [(pid, command) for pid, command in alive if _same_process(pid, command)]
+        survivors = alive
+        assert not survivors, f"alive {LOCAL_RAY_OUTLIVES_A_KILLED_DRIVER_S} s after the driver's SIGKILL: {survivors}"
+    finally:
+        for pid, _ in survivors or []:  # only the run's own processes, by pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _same_process(pid: int, command: str) -> bool:
+    """Whether ``pid`` still runs ``command`` (not a new process that took its number)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") == command
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module")
