@@ -50,7 +50,7 @@ from benchmarks.truth.replay import replay
 from benchmarks.truth.replays_file import KEYS, ReplaysBusyError, alone, read_replays, replays_path, table_version
 from benchmarks.truth.scoring import agreement
 from benchmarks.truth.seed_roles import replay_preset
-from benchmarks.truth.skill import REFERENCES, Referee, References, answer_fields
+from benchmarks.truth.skill import REFERENCES, Referee, References, answer_fields, recipe_of
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
 from benchmarks.truth.table import Table, TableError, load, table_path
@@ -62,8 +62,9 @@ from studies.catalogue.schema import Preset, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
 
 # How a row's seeds were drawn and what it is scored against: fresh judging seeds per study seed, a seed of its
-# own for every search trial, the cross-fitted truth (``skill.Referee``). Rows of an earlier scheme are redone.
-SCHEME = "fresh judging seeds, cross-fitted truth"
+# own for every search trial, the cross-fitted truth (``skill.Referee``), no search at the preset's recipe
+# (``skill.recipe_of``). Rows of an earlier scheme are redone.
+SCHEME = "fresh judging seeds, cross-fitted truth, no search at the recipe"
 
 
 MAX_REPLAYS = 100_000  # study seeds a run replays or summarizes: each is a row held in memory
@@ -174,7 +175,14 @@ def run_replays(
         preset = replay_preset(preset, table)
         referee, configs = Referee.of(table), configurations(table)
         replaying = _Replaying(
-            definition, preset, table, referee, References(table, referee, configs), point_truths(table), configs, version
+            definition,
+            preset,
+            table,
+            referee,
+            References(table, referee, configs, recipe_of(preset, table.knobs)),
+            point_truths(table),
+            configs,
+            version,
         )
         done = read_replays(path) if path.exists() else pd.DataFrame(columns=list(KEYS))
         # Rows of another state of the table, or of another scheme of seeds and scores, are redone.

@@ -3,8 +3,9 @@
 A replay runs a study's ``Ledger`` (families in turn, its sampler, its early stopping, its decision
 lag, its named point) and then its seed repeats (``studies.engine.repeats.plan_repeats``) on an
 in-memory Optuna study. Trials train on ``Preset.parallel_trials`` simulated slots: a trial takes
-its configuration's measured wall time (the median over the table's seeds; the fraction of it
-that a trial stopped early ran) and reports the table's learning curve of one of its seeds.
+its configuration's measured wall time (the median over the seeds every configuration has, trained
+in one build under one load; the fraction of it that a trial stopped early ran) and reports the
+table's learning curve of one of its seeds.
 
 A replay varies the seeds as a real run does (``seed_roles``). Each study seed draws its
 own judging seeds (``seed_roles.judging_roles``): the preset's repeats, drawn at random from the seeds the deciding
@@ -123,7 +124,13 @@ class _Outcomes:
         self.rows: dict[tuple, dict[int, dict]] = {}
         for row in table.rows.to_dict("records"):
             self.rows.setdefault(self._key(row["family"], row), {})[int(row["seed_index"])] = row
-        self.wall = {key: float(np.median([r["wall_seconds"] for r in seeds.values()])) for key, seeds in self.rows.items()}
+        # Each configuration's time over the seeds every one has, which one build trained under one load: the
+        # deciding seeds were trained in other sittings, on a machine more or less busy.
+        common = set.intersection(*(set(seeds) for seeds in self.rows.values()))
+        self.wall = {
+            key: float(np.median([row["wall_seconds"] for index, row in seeds.items() if index in common]))
+            for key, seeds in self.rows.items()
+        }
         self.searched: dict[tuple, set[int]] = {}  # configuration -> the seeds its search trials read
         self.fallbacks = self.leaks = self.reused = 0
 

@@ -13,10 +13,11 @@ The two references, judged on the same fresh seeds as every protocol replayed fr
 (``seed_roles.judging_roles``):
 
 - **No search** (``no_search_verdict``): the MHA, each family and each named point a configuration drawn at
-  random within the cost band, and judged as a study judges its picks. It draws among the configurations
-  the table holds on every judging seed (the deciding ones, ``studies.catalogue.schema.DecidingSeeds``:
-  learning rate 1e-3 on lra_sharing's), so it is handed the learning rate a search has to find: a strong
-  reference, and the skill over it a conservative one.
+  random within the cost band, and judged as a study judges its picks. It trains with the preset's recipe
+  (``recipe_of``: lra_sharing's learning rate 1e-3; a named point keeps its own), as a study that searches
+  nothing would, so it is handed the learning rate a search has to find: a strong reference, and the skill
+  over it a conservative one. It draws among the configurations the table holds on every judging seed
+  (the deciding ones, ``studies.catalogue.schema.DecidingSeeds``).
 - **Always abstain**: every comparison undetermined, no interval.
 
 Skill over a reference is ``(p - p0) / (1 - p0)``: the share of what the reference gets wrong that the
@@ -26,8 +27,8 @@ protocol gets right (``skill``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -40,6 +41,8 @@ from benchmarks.truth.truth import families, truth_frame
 from reports.results.matching import matched
 from reports.results.verdict import Headline, verdict
 from storage import record
+from studies.catalogue.schema import Preset
+from trainers.train import TrainConfig
 
 NO_SEARCH = "no search: a random in-band configuration per family"
 ABSTAIN = "always abstain"
@@ -114,7 +117,16 @@ def abstaining_fields(referee: Referee) -> dict[str, object]:
     return {f"answer: {label}": UNDETERMINED for label in referee.answers}
 
 
-def no_search_verdict(table: Table, configs: pd.DataFrame, reference: float, repeats: int, seed: int) -> Headline:
+def recipe_of(preset: Preset, knobs: Iterable[str]) -> dict[str, object]:
+    """The searched knobs that are training settings (``TrainConfig``'s: the learning rate), at ``preset``'s values:
+    what a study that searches nothing trains with."""
+    settings = {setting.name for setting in fields(TrainConfig)}
+    return {name: getattr(preset.train, name) for name in knobs if name in settings}
+
+
+def no_search_verdict(
+    table: Table, configs: pd.DataFrame, reference: float, repeats: int, seed: int, recipe: Mapping[str, object]
+) -> Headline:
     """The verdict of a study that searches nothing (see the module's docstring), from study seed ``seed``.
 
     Args:
@@ -123,13 +135,17 @@ def no_search_verdict(table: Table, configs: pd.DataFrame, reference: float, rep
         reference: The FLOPs of the truth's reference baseline: the baseline is drawn within its band.
         repeats: The fresh seeds each pick is judged on.
         seed: The study seed: its judging seeds are every replayed protocol's of that seed.
+        recipe: The training knobs' values it keeps (``recipe_of``); a named point keeps its own.
 
     Raises:
         ValueError: no baseline configuration holds every judging seed within the reference's band.
     """
     judging = judging_roles(table, repeats, seed).judging
     rng = np.random.default_rng([seed, 2])
-    judged = configs[configs["test_by_seed"].map(lambda seeds: set(judging) <= set(seeds))]
+    at_recipe = pd.Series(True, index=configs.index)
+    for name, value in recipe.items():
+        at_recipe &= configs["point"].notna() | (configs[name] == value)
+    judged = configs[at_recipe & configs["test_by_seed"].map(lambda seeds: set(judging) <= set(seeds))]
     baselines = judged[judged["baseline"].astype(bool)]
     baselines = baselines[[matched(flops / reference) for flops in baselines[record.FLOPS]]]
     if baselines.empty:
@@ -169,19 +185,20 @@ def skill_interval(right: np.ndarray, reference: np.ndarray, resamples: int = 20
 class References:
     """The two reference protocols of one table, scored by its referee."""
 
-    def __init__(self, table: Table, referee: Referee, configs: pd.DataFrame) -> None:
+    def __init__(self, table: Table, referee: Referee, configs: pd.DataFrame, recipe: Mapping[str, object]) -> None:
         """
         Args:
             table: The truth table.
             referee: Its referee (``Referee.of``).
             configs: ``configurations(table)``, read once by the caller.
+            recipe: The training knobs' values no search keeps (``recipe_of``).
         """
-        self._table, self._referee, self._configs = table, referee, configs
+        self._table, self._referee, self._configs, self._recipe = table, referee, configs, dict(recipe)
         self._reference = float(referee.truth.comparisons[0].baseline[record.FLOPS])
 
     def rows(self, repeats: int, seed: int) -> dict[str, dict[str, object]]:
         """Each reference's answers and score (``Referee.score``) for study seed ``seed``, by its name."""
-        headline = no_search_verdict(self._table, self._configs, self._reference, repeats, seed)
+        headline = no_search_verdict(self._table, self._configs, self._reference, repeats, seed, self._recipe)
         searched = answer_fields(headline)
         regret = agreement(self._referee.truth, headline, self._configs, self._table.knobs).regret
         abstained = abstaining_fields(self._referee)

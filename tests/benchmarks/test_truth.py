@@ -7,11 +7,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pandas as pd
 import pytest
 from filelock import FileLock
 
+import benchmarks.truth.replay as replay_module
 from benchmarks.resolution import wilson_interval
 from benchmarks.truth.__main__ import main as truth_main
 from benchmarks.truth.build import import_rows
@@ -36,6 +38,7 @@ from benchmarks.truth.skill import (
     Referee,
     abstaining_fields,
     no_search_verdict,
+    recipe_of,
     skill,
     skill_interval,
 )
@@ -254,6 +257,16 @@ def deeper(table: Table, seeds: range, where: pd.Series) -> Table:
     return Table(pd.concat([table.rows, *copies], ignore_index=True), table.provenance)
 
 
+def test_a_replayed_trial_takes_the_time_its_configuration_took_on_the_seeds_every_one_has(committed: Table) -> None:
+    """Deciding seeds trained in other sittings (here 100 times slower) do not move a configuration's time."""
+    rows = committed.rows
+    table = deeper(committed, range(3, 9), rows["learning_rate"] == 1e-3)
+    table.rows.loc[table.rows["seed_index"] >= 3, "wall_seconds"] *= 100
+    outcomes = replay_module._Outcomes(table, judging_roles(table, 6, 0))
+    for key, seeds in outcomes.rows.items():
+        assert outcomes.wall[key] == pytest.approx(np.median([seeds[index]["wall_seconds"] for index in (0, 1, 2)]))
+
+
 def test_a_replay_draws_fresh_judging_seeds_and_never_judges_on_or_searches_twice_a_seed(committed: Table) -> None:
     definition, preset = slice_study_and_preset()
     table = deeper(committed, range(3, 9), committed.rows["learning_rate"] == 1e-3)
@@ -340,19 +353,27 @@ def test_a_replay_is_right_when_it_decides_as_the_truth_and_is_wrong_nowhere_and
     assert not abstained["right"] and not abstained["covers: open"] and not abstained["decides: decided"]
 
 
-def test_no_search_judges_a_random_in_band_pick_per_family_on_the_replays_judging_seeds(committed: Table) -> None:
-    table = judged(committed)
+def test_no_search_judges_a_random_in_band_pick_per_family_at_the_recipe_on_the_replays_judging_seeds(
+    committed: Table,
+) -> None:
+    rows = committed.rows
+    table = deeper(committed, range(3, 9), (rows["learning_rate"] == 1e-3) | (rows["attention"] == "mha"))  # as committed
     configs, referee = configurations(table), Referee.of(table)
     reference = float(referee.truth.comparisons[0].baseline[record.FLOPS])
+    _, preset = slice_study_and_preset()
+    recipe = recipe_of(preset, table.knobs)
+    assert recipe == {"learning_rate": 1e-3}  # the quick preset's TrainConfig
     picked = set()
     for seed in range(6):
         judging = {index + 1 for index in judging_roles(table, 6, seed).judging}  # a repeat's index is its seed + 1
-        headline = no_search_verdict(table, configs, reference, 6, seed)
+        headline = no_search_verdict(table, configs, reference, 6, seed, recipe)
         assert headline.comparisons
         for comparison in headline.comparisons:
             candidate, baseline = comparison.candidate, comparison.baseline
             assert set(candidate["fresh"]) == set(baseline["fresh"]) == judging  # the replays' seeds of that study seed
             assert 1 / 1.15 <= candidate[record.FLOPS] / baseline[record.FLOPS] <= 1.15
+            assert baseline["learning_rate"] == 1e-3  # handed the recipe's learning rate, never searched
+            assert candidate["learning_rate"] == (3e-4 if candidate["family"] == "authors' configuration" else 1e-3)
             picked.add(configuration_of(candidate["family"], candidate, table.knobs))
     assert len(picked) > len(headline.comparisons)  # drawn at random: other picks from other study seeds
 
@@ -550,7 +571,8 @@ def test_a_budget_larger_than_the_table_is_refused_before_any_replay(tmp_path: P
     copy = _committed_copy(tmp_path)
     kept = replays_path(copy).read_bytes()
     assert main(["--table", str(copy), "--trials", str(10**9), "--only", DEFAULT, "--workers", "1"]) == 2
-    assert "more than lra_sharing-table-v6.csv has rows (660)" in capsys.readouterr().err
+    rows = len(load(copy).rows)
+    assert f"more than lra_sharing-table-v6.csv has rows ({rows})" in capsys.readouterr().err
     assert replays_path(copy).read_bytes() == kept
 
 
