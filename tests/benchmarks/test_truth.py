@@ -668,6 +668,10 @@ def test_the_default_search_is_a_replayed_strategy_and_its_recorded_reliability_
     assert measured.no_search == pytest.approx(float(right[NO_SEARCH].mean()), abs=5e-4)
     mine, theirs = right[name].to_numpy(), right[NO_SEARCH].to_numpy()
     assert measured.skill == pytest.approx((skill(mine.mean(), theirs.mean()), *skill_interval(mine, theirs)), abs=5e-3)
+    ours = kept[kept["strategy"] == name]
+    decides, wrong, covers = (ours[f"{what}: DAMCHA (cross)"].astype(bool).mean() for what in ("decides", "wrong", "covers"))
+    said = f"decides it in {decides:.0%} of replays, wrongly in {wrong:.0%}, and its interval covers"
+    assert said in measured.cannot_tell and f"in {covers:.0%}" in measured.cannot_tell
 
 
 def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_left_open(committed: Table) -> None:

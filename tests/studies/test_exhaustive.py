@@ -141,6 +141,6 @@ def test_the_deciding_configurations_train_more_seeds_after_the_whole_space() ->
         assert (
             point == "authors' configuration"
             or (knobs["d_model"] == 64 and knobs["learning_rate"] == 1e-3)
-            or (family == "MHA" and knobs["learning_rate"] == 1e-3)
+            or family == "MHA"  # every MHA: any can be a baseline, and a search tries some three times
         )
-    assert Counter(family for family, _, _ in runs) == Counter({"MHA": 4, "DAMCHA (paper)": 16 + 4, "DAMCHA (cross)": 16})
+    assert Counter(family for family, _, _ in runs) == Counter({"MHA": 8, "DAMCHA (paper)": 16 + 4, "DAMCHA (cross)": 16})

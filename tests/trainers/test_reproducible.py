@@ -19,26 +19,28 @@ TRIAL = """
     from studies.catalogue import LRA_SHARING
     from studies.engine.trainable import TrialDevice, train_trial
     preset = LRA_SHARING.preset("smoke")
-    config = {
-        "model": preset.task.model_fields() | dict(
-            attention="damcha", metric_mode=sys.argv[1], d_model=32, num_heads=2, num_layers=2, mlp_width=64,
-            metric_rank=4, generator_depth=1, sharing="layer",
-        ),
-        "train": dataclasses.asdict(dataclasses.replace(preset.train, steps=120, eval_every=40, seed=80_003)),
-        "task": preset.task,
-        "cache_dir": sys.argv[2],
-        "compile_cache_dir": sys.argv[2],
-        "memory_bytes": int(sys.argv[3]) or None,
-    }
-    reports = []
-    train_trial(config, TrialDevice("cpu", 0.0, 1), report=lambda step, metrics: reports.append(metrics))
+    for mode in sys.argv[1].split(","):  # trials in turn, as a reused Ray worker trains them; the last one's reports
+        family = dict(attention="mha") if mode == "mha" else dict(
+            attention="damcha", metric_mode=mode, metric_rank=4, generator_depth=1, sharing="layer"
+        )
+        config = {
+            "model": preset.task.model_fields() | dict(d_model=32, num_heads=2, num_layers=2, mlp_width=64) | family,
+            "train": dataclasses.asdict(dataclasses.replace(preset.train, steps=120, eval_every=40, seed=80_003)),
+            "task": preset.task,
+            "cache_dir": sys.argv[2],
+            "compile_cache_dir": sys.argv[2],
+            "memory_bytes": int(sys.argv[3]) or None,
+        }
+        reports = []
+        train_trial(config, TrialDevice("cpu", 0.0, 1), report=lambda step, metrics: reports.append(metrics))
     print(json.dumps(reports))
 """
 
 
 def _trial(mode: str, cache: Path, memory_bytes: int = 0, threads: int = 1, kernels: str | None = None) -> list[dict]:
-    """Every report of one DAMCHA trial of one CPU, trained in a process of its own as a Ray worker trains it,
-    with ``threads`` as the environment's OMP_NUM_THREADS (Ray's, or a user's) and ``kernels`` as its
+    """Every report of one DAMCHA trial of one CPU (``mode``: its metric mode; ``a,b,c``: trials of those modes
+    in turn, ``mha`` an MHA one, and the last one's reports), trained in a process of its own as a Ray worker
+    trains it, with ``threads`` as the environment's OMP_NUM_THREADS (Ray's, or a user's) and ``kernels`` as its
     ATEN_CPU_CAPABILITY (None: torch's choice for this CPU)."""
     environment = os.environ | {"OMP_NUM_THREADS": str(threads)}
     environment.pop("ATEN_CPU_CAPABILITY", None)
@@ -82,4 +84,14 @@ def test_a_trial_records_the_cpu_kernels_it_trained_with_and_trains_alike_where_
     plain = [_trial("rowsum", tmp_path, kernels="default") for _ in range(2)]
     assert plain[0][-1]["device"].endswith("DEFAULT kernels)")
     for first, second in zip(*plain, strict=True):
+        assert {k: v for k, v in first.items() if k not in TIMED} == {k: v for k, v in second.items() if k not in TIMED}
+
+
+def test_a_damcha_trial_trains_bit_for_bit_the_same_after_other_trials_in_its_process(tmp_path: Path) -> None:
+    """A reused Ray worker trains trials in turn: what it trained before (an MHA, a cross-head trial) changes
+    nothing of a row-sum trial's figures."""
+    alone = _trial("rowsum", tmp_path)
+    after = _trial("mha,cross,rowsum", tmp_path)
+    assert [report["step"] for report in after] == [40, 80, 120]
+    for first, second in zip(alone, after, strict=True):
         assert {k: v for k, v in first.items() if k not in TIMED} == {k: v for k, v in second.items() if k not in TIMED}
