@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -40,9 +40,9 @@ from benchmarks.truth.table import Table
 from benchmarks.truth.truth import families, truth_frame
 from reports.results.matching import matched
 from reports.results.verdict import Headline, verdict
+from search_space.knobs import TRAINING_KNOBS
 from storage import record
 from studies.catalogue.schema import Preset
-from trainers.train import TrainConfig
 
 NO_SEARCH = "no search: a random in-band configuration per family"
 ABSTAIN = "always abstain"
@@ -118,10 +118,9 @@ def abstaining_fields(referee: Referee) -> dict[str, object]:
 
 
 def recipe_of(preset: Preset, knobs: Iterable[str]) -> dict[str, object]:
-    """The searched knobs that are training settings (``TrainConfig``'s: the learning rate), at ``preset``'s values:
-    what a study that searches nothing trains with."""
-    settings = {setting.name for setting in fields(TrainConfig)}
-    return {name: getattr(preset.train, name) for name in knobs if name in settings}
+    """The searched knobs that are training settings (``TRAINING_KNOBS``: the learning rate), at ``preset``'s
+    values: what a study that searches nothing trains with."""
+    return {name: getattr(preset.train, name) for name in knobs if name in TRAINING_KNOBS}
 
 
 def no_search_verdict(
