@@ -22,14 +22,14 @@ import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.truth.table import TableError
+from benchmarks.truth.table import TableError, read_csv_checked
 from common.outputs import exit_with, write_atomically
 from reports.results.matching import matched
 from reports.results.statistics import paired_power, seeds_for_power
@@ -37,7 +37,7 @@ from search_space.space import Value
 from studies.catalogue import CROSS_HEAD, LRA_SHARING
 from studies.catalogue.schema import Preset
 from studies.engine.trainable import TrialDevice, train_trial
-from studies.engine.trial_config import model_config_of, unsearched_where_active
+from studies.engine.trial_config import resolved_knobs, worker_config
 from studies.engine.version import code_version
 from trainers.data.cache import default_cache_dir
 
@@ -102,24 +102,13 @@ COLUMNS = (
 )
 
 
-def knobs_of(candidate: Candidate, family: str) -> dict[str, Value]:
-    """The resolved knobs of ``family``'s configuration on ``candidate``'s task, as ``Ledger.ask`` completes them."""
-    chosen = SHAPE | CONFIGURATIONS[family]
-    space = CROSS_HEAD.space  # the knobs' whole domains: the pilot trains outside the quick preset's width
-    return space.resolve(chosen | unsearched_where_active(space, candidate.preset, {}, chosen))
-
-
 def trial_config(candidate: Candidate, family: str, seed_index: int, cache_dir: Path) -> dict[str, Any]:
-    """What a Ray worker would be handed for this trial (``Ledger._start``'s fields)."""
-    knobs = knobs_of(candidate, family)
-    training = candidate.preset.training(knobs)
-    return {
-        "model": model_config_of(candidate.preset, knobs),
-        "train": asdict(training) | {"seed": FIRST_SEED + seed_index},
-        "task": candidate.preset.task,
-        "cache_dir": str(cache_dir),
-        "compile_cache_dir": str(cache_dir),
-    }
+    """What a Ray worker would be handed for this trial (``worker_config``, as ``Ledger`` hands it over)."""
+    # The knobs' whole domains: the pilot trains outside the quick preset's width.
+    knobs = resolved_knobs(CROSS_HEAD.space, candidate.preset, {}, SHAPE | CONFIGURATIONS[family])
+    return worker_config(
+        candidate.preset, knobs, FIRST_SEED + seed_index, cache_dir=str(cache_dir), compile_cache_dir=str(cache_dir)
+    )
 
 
 def _train_row(task: str, family: str, seed_index: int, cache_dir: str) -> dict[str, object]:
@@ -150,12 +139,7 @@ def read_rows(path: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=list(COLUMNS))
     fix = "restore it with git checkout, or delete it to train anew"
-    try:
-        rows = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a pilot file ({error}); {fix}") from None
-    if missing := [column for column in COLUMNS if column not in rows.columns]:
-        raise TableError(f"{path}: no column {', '.join(missing)}; {fix}")
+    rows = read_csv_checked(path, COLUMNS, "a pilot file", fix)
     for column in ("val_accuracy", "test_accuracy"):
         values = pd.to_numeric(rows[column], errors="coerce")
         bad = ~values.between(0.0, 1.0)

@@ -13,6 +13,23 @@ from pathlib import Path
 LISTEN = "0A"  # the TCP state in /proc/net/tcp*
 
 
+def _command_line(process: Path) -> str:
+    """A process's command line (``/proc/<pid>``), its arguments joined by spaces.
+
+    Raises:
+        OSError: the process is gone.
+    """
+    return (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def still_runs(pid: int, command: str) -> bool:
+    """Whether ``pid`` still runs ``command`` (not a new process that took its number, nor a zombie)."""
+    try:
+        return _command_line(Path(f"/proc/{pid}")) == command
+    except OSError:
+        return False
+
+
 def descendants(root: int) -> list[tuple[int, str]]:
     """``(pid, command line)`` of every process below ``root``."""
     parents, commands = {}, {}
@@ -20,7 +37,7 @@ def descendants(root: int) -> list[tuple[int, str]]:
         if entry.name.isdigit():
             try:
                 parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                commands[int(entry.name)] = _command_line(entry)
             except (OSError, IndexError, ValueError):
                 continue
     found, frontier = [], [root]

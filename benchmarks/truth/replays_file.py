@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from filelock import FileLock, Timeout
 
-from benchmarks.truth.table import TableError
+from benchmarks.truth.table import TableError, read_csv_checked
 
 
 def replays_path(table: Path) -> Path:
@@ -43,12 +43,7 @@ def read_replays(path: Path, columns: tuple[str, ...] = KEYS) -> pd.DataFrame:
     fix = "restore it with git checkout, or delete it to replay anew"
     if not path.is_file():
         raise TableError(f"{path}: no replays file; python -m benchmarks.truth.compare writes it")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise TableError(f"{path}: not a replays file ({error}); {fix}") from None
-    if missing := [column for column in (*KEYS, *columns) if column not in frame.columns]:
-        raise TableError(f"{path}: no column {', '.join(dict.fromkeys(missing))}; {fix}")
+    frame = read_csv_checked(path, (*KEYS, *columns), "a replays file", fix)
     for column in ("trials", "repeat_seeds", "seed"):
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = ~(values.between(0, math.inf, inclusive="left") & (values == values.round()))

@@ -68,6 +68,27 @@ class TableError(ValueError):
     """A table file that cannot be read as one; the message names the file and what is wrong."""
 
 
+def read_csv_checked(path: Path, columns: tuple[str, ...], what: str, fix: str) -> pd.DataFrame:
+    """A benchmark's committed CSV file, parsed and with every column it needs.
+
+    Args:
+        path: The file.
+        columns: The columns its reader needs.
+        what: What the file is, for the message ("a replays file").
+        fix: How to mend it, for the message.
+
+    Raises:
+        TableError: not a CSV (cut short, undecodable, empty) or a column missing, named by the file.
+    """
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise TableError(f"{path}: not {what} ({error}); {fix}") from None
+    if missing := [column for column in columns if column not in frame.columns]:
+        raise TableError(f"{path}: no column {', '.join(dict.fromkeys(missing))}; {fix}")
+    return frame
+
+
 @dataclass(frozen=True)
 class Table:
     """A truth table: its rows (one per trained trial) and its provenance.

@@ -21,7 +21,6 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from typing import Any
 
 import optuna
@@ -39,7 +38,7 @@ from studies.engine.reporting import Reporting
 from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
 from studies.engine.stopping import StoppingJudge
-from studies.engine.trial_config import forward_flops, model_config_of, unsearched_where_active
+from studies.engine.trial_config import forward_flops, unsearched_where_active, worker_config
 from trainers.compilation import compile_cache_dir
 from trainers.train import TrainConfig
 
@@ -227,28 +226,27 @@ class Ledger(Reporting, Recovery):
             training: Its training settings (``Preset.training``: the preset's, with the training knobs it sets).
             ray_trial_id: Ray Tune's id of the trial.
         """
-        train = asdict(training) | {"seed": self.seed * SEEDS_PER_RUN + seed_offset(trial)}
-        model = model_config_of(self.preset, knobs)
+        handed = worker_config(
+            self.preset,
+            knobs,
+            self.seed * SEEDS_PER_RUN + seed_offset(trial),
+            cache_dir=self.cache_dir,
+            compile_cache_dir=self.compile_cache_dir,
+            memory_bytes=self.memory_bytes,
+            training=training,
+        )
         if (flops := forward_flops(self.preset, knobs)) is not None:  # ``stops``, by dominance
             self.stopping.flops[trial.number] = flops
         attributes = self.run_attributes | {
-            record.SEED: train["seed"],
+            record.SEED: handed["train"]["seed"],
             record.RAY_TRIAL_ID: ray_trial_id,
-            record.MODEL_CONFIG: model,
-            record.TRAIN_CONFIG: train,
+            record.MODEL_CONFIG: handed["model"],
+            record.TRAIN_CONFIG: handed["train"],
         }
         for name, value in attributes.items():
             trial.set_user_attr(name, value)
-        return {
-            "number": trial.number,
-            "repeat": record.REPEAT_OF in trial.user_attrs,  # trains to its last step (``Ledger.stops``)
-            "model": model,
-            "train": train,
-            "task": self.preset.task,
-            "cache_dir": self.cache_dir,
-            "compile_cache_dir": self.compile_cache_dir,
-            "memory_bytes": self.memory_bytes,
-        }
+        # "repeat": it trains to its last step (``Ledger.stops``)
+        return {"number": trial.number, "repeat": record.REPEAT_OF in trial.user_attrs} | handed
 
     def done(self) -> bool:
         """This run asked all it may and every trial it started has ended and been told (a failure may still queue a retry)."""

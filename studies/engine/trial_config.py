@@ -4,6 +4,7 @@ apply, completed by the model's own defaults."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from search_space.knobs import MODEL_KNOBS
@@ -11,6 +12,7 @@ from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Preset
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
+from trainers.train import TrainConfig
 
 
 def unsearched_where_active(
@@ -20,6 +22,56 @@ def unsearched_where_active(
     values = dict(preset.fixed) | fix
     active = space.defaults() | chosen | values
     return {name: value for name, value in values.items() if space.knobs[name].active(active)}
+
+
+def resolved_knobs(
+    space: SearchSpace,
+    preset: Preset,
+    fix: Mapping[str, Value],
+    chosen: Mapping[str, Value],
+    beyond_domains: Mapping[str, Value] | None = None,
+) -> dict[str, Value]:
+    """A configuration's every active knob: the values ``chosen`` for it, the preset's and the user's fixed values
+    where they apply, then defaults (``SearchSpace.resolve``).
+
+    Raises:
+        SearchSpaceError: a value outside its domain, or a combination the space's rules forbid.
+    """
+    chosen = dict(chosen)
+    return space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen), beyond_domains=beyond_domains)
+
+
+def worker_config(
+    preset: Preset,
+    knobs: dict[str, Value],
+    seed: int,
+    *,
+    cache_dir: str,
+    compile_cache_dir: str,
+    memory_bytes: int | None = None,
+    training: TrainConfig | None = None,
+) -> dict[str, Any]:
+    """What a trial's worker needs (``studies.engine.trainable.train_trial``): its model and training settings,
+    the preset's task and where the data and compile caches lie.
+
+    Args:
+        preset: The preset the trial belongs to.
+        knobs: Its resolved knobs (``resolved_knobs``).
+        seed: The trial's seed.
+        cache_dir: The data cache the driver built.
+        compile_cache_dir: The compile cache the run's trials share.
+        memory_bytes: The trial's host-memory budget (None: none).
+        training: Its training settings, where the caller has them (default: ``preset.training(knobs)``).
+    """
+    training = preset.training(knobs) if training is None else training
+    return {
+        "model": model_config_of(preset, knobs),
+        "train": asdict(training) | {"seed": seed},
+        "task": preset.task,
+        "cache_dir": cache_dir,
+        "compile_cache_dir": compile_cache_dir,
+        "memory_bytes": memory_bytes,
+    }
 
 
 def model_config_of(preset: Preset, knobs: dict[str, Value]) -> dict[str, Any]:
@@ -49,9 +101,8 @@ def configuration_flops(
     def flops(config: Mapping[str, Value]) -> float | None:
         key = frozenset(config.items())
         if key not in known:
-            chosen = dict(config)
             try:
-                knobs = space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen))
+                knobs = resolved_knobs(space, preset, fix, config)
             except SearchSpaceError:
                 known[key] = None
             else:

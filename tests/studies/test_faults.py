@@ -32,7 +32,7 @@ from studies.engine.options import RunOptions
 from studies.engine.queue import queued
 from studies.engine.runner import run_study
 from tests.commands import smoke_study_command, with_ctrl_c
-from tests.processes import descendants, free_ports, kill_tree, wait_for_training_worker
+from tests.processes import descendants, free_ports, kill_tree, still_runs, wait_for_training_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.drill  # make drills
@@ -122,21 +122,13 @@ def test_a_killed_drivers_local_ray_goes_with_it(tmp_path: Path) -> None:
         alive = started
         while alive and time.monotonic() - killed < LOCAL_RAY_OUTLIVES_A_KILLED_DRIVER_S:
             time.sleep(2)
-            alive = [(pid, command) for pid, command in alive if _same_process(pid, command)]
+            alive = [(pid, command) for pid, command in alive if still_runs(pid, command)]
         survivors = alive
         assert not survivors, f"alive {LOCAL_RAY_OUTLIVES_A_KILLED_DRIVER_S} s after the driver's SIGKILL: {survivors}"
     finally:
         for pid, _ in survivors or []:  # only the run's own processes, by pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _same_process(pid: int, command: str) -> bool:
-    """Whether ``pid`` still runs ``command`` (not a new process that took its number)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") == command
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
