@@ -35,6 +35,7 @@ from reports.results.matching import matched
 from reports.results.statistics import paired_power, seeds_for_power
 from search_space.space import Value
 from studies.catalogue import CROSS_HEAD, LRA_SHARING
+from studies.catalogue.recall_heads import MQAR_QUICK
 from studies.catalogue.schema import Preset
 from studies.engine.trainable import TrialDevice, train_trial
 from studies.engine.trial_config import resolved_knobs, worker_config
@@ -71,10 +72,11 @@ def _on_task(source: Preset) -> Preset:
 
 
 CANDIDATES = (
-    # lra_sharing's shallow ListOps: 10 classes; its seed-to-seed SD of a paired difference is about 1.3-1.6 points
+    # lra_sharing's shallow ListOps (cross_head's quick task since its v5): 10 classes; its seed-to-seed SD of a
+    # paired difference is about 1.3-1.6 points
     Candidate("listops", _on_task(LRA_SHARING.preset("quick")), seeds=6, chance=0.10),
-    # cross_head's MQAR, 4 pairs in 32 tokens: a query's value is one of the 4 in its context
-    Candidate("mqar", CROSS_HEAD.preset("quick"), seeds=3, chance=0.25),
+    # MQAR, 4 pairs in 32 tokens, 2000 steps (cross_head's quick task until v4): a query's value is one of 4
+    Candidate("mqar", _on_task(MQAR_QUICK), seeds=3, chance=0.25),
 )
 
 SHAPE: dict[str, Value] = {"d_model": 64, "num_heads": 2, "learning_rate": 1e-3}

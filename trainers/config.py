@@ -84,7 +84,7 @@ class ModelConfig(*reversed(FAMILY_KNOBS)):  # reversed: fields in registry orde
     architecture: Literal["encoder", "pair", "decoder"] = "encoder"
     attention: str = knob("mha", choices=("mha", "damcha", *CROSS_HEAD_BASELINES), help="attention variant")
     num_heads: int = knob(4, choices=(1, 2, 4, 8, 16, 32), help="attention heads; must divide d_model")
-    d_model: int = knob(128, choices=(32, 64, 128, 256, 512), help="model width D")
+    d_model: int = knob(128, choices=(32, 48, 64, 96, 128, 256, 512), help="model width D")
     num_layers: int = knob(2, low=1, high=12, help="transformer blocks")
     mlp_width: int = knob(256, choices=(64, 128, 256, 512, 1024, 2048), help="hidden width of each block's MLP")
     norm: Literal["pre", "post"] = knob("pre", choices=NORMS, help="LayerNorm before each sublayer or after its residual sum")

@@ -141,6 +141,23 @@ def seeds_for_power(difference: float, deviation: float, power: float = 0.8, alp
     return most + 1
 
 
+def detectable_difference(deviation: float, seeds: int, power: float = 0.8, alpha: float = 1 - LEVEL) -> float:
+    """The smallest true mean difference that a paired t-test on ``seeds`` shared seeds finds significant at
+    level ``alpha`` with ``power`` (``paired_power``), when paired differences spread by ``deviation``: the
+    minimum detectable difference, in ``deviation``'s unit.
+
+    Raises:
+        ValueError: fewer than 2 seeds, or a deviation that is not positive (``paired_power``'s).
+    """
+    low, high = 0.0, deviation
+    while paired_power(high, deviation, seeds, alpha) < power:  # power rises with the difference: bracket, then bisect
+        low, high = high, 2 * high
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (low, middle) if paired_power(middle, deviation, seeds, alpha) >= power else (middle, high)
+    return high
+
+
 def equivalence_p(a: np.ndarray, b: np.ndarray, margin: float, *, paired: bool) -> float:
     """Two one-sided t-tests (TOST) that ``mean(a) - mean(b)`` lies within ``±margin``: the larger of the
     two one-sided p-values (below the level: the same within the margin). Paired (the same seeds, in

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from studies.catalogue.cross_head import CROSS_HEAD
 from studies.catalogue.families import AUTHORS, DAMCHA_FAMILIES, FLOPS_PER_EXAMPLE, MHA
 from studies.catalogue.lra_sharing import LRA_SHARING
+from studies.catalogue.recall_heads import MQAR_FULL
 from studies.catalogue.schema import Preset, Study, choices
 from studies.catalogue.tasks import BITS_PER_BYTE, ByteLanguageTask
 from trainers.data.corpus import CorpusSpec
@@ -73,7 +73,7 @@ text files or hf:NAME[:CONFIG], a data set that `datasets` resolves.
                 name="full",
                 description="1024-byte windows (25.6 MB of text) on a GPU cluster, hundreds of trials",
                 task=ByteLanguageTask(CorpusSpec(seq_len=1024, train_examples=25_000, val_examples=2000, test_examples=2000)),
-                train=replace(CROSS_HEAD.preset("full").train, batch_size=32),  # 20k steps, bf16, compiled
+                train=replace(MQAR_FULL.train, batch_size=32),  # 20k steps, bf16, compiled
                 fixed={"num_layers": 6, "mlp_width": 1024, "metric_chunk": 64},
                 domains=choices(
                     d_model=(256, 512),

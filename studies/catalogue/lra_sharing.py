@@ -57,6 +57,9 @@ QUICK = Preset(
     # to 2.0 measured) from seed to seed here, and over 3 seeds the verdict's 95%
     # half-width is 2.5 times the paired differences' deviation (1.05 times over 6)
     repeat_seeds=6,
+    # The paired differences' SD on this task: 1.6 points for DAMCHA (cross) against MHA, 1.8 for DCMHA, 0.2 for
+    # Talking-Heads (python -m benchmarks.task_pilot --summary); the plan's minimum detectable differences assume it
+    paired_deviation=0.016,
     # The committed replays of this preset's default search (benchmarks/truth/lra_sharing-table-v6-replays.csv,
     # "random untried in the cost band, ASHA per family" at 32 trials and 6 repeat seeds, beside the references).
     reliability=Reliability(

@@ -9,9 +9,57 @@ from dataclasses import replace
 
 from search_space.knobs import KNOBS, RULES
 from search_space.space import SearchSpace
-from studies.catalogue.cross_head import CROSS_HEAD
 from studies.catalogue.families import ACCURACY_AND_FLOPS, AUTHORS, DAMCHA_FAMILIES, MHA
-from studies.catalogue.schema import Study, choices
+from studies.catalogue.schema import Preset, Study, choices
+from studies.catalogue.tasks import RecallTask
+from trainers.data.recall import RecallSpec
+from trainers.train import TrainConfig
+
+# MQAR at three sizes (cross_head's presets until its v5 moved to ListOps): the data, model and budget per trial.
+MQAR_SMOKE = Preset(
+    name="smoke",
+    description="a whole study, short trials of small models (what the tests run)",
+    task=RecallTask(RecallSpec(seed=0, vocab_size=16, seq_len=16, num_pairs=2, num_examples=256), val_examples=64),
+    train=TrainConfig(steps=40, batch_size=16, warmup_steps=4, eval_every=20, learning_rate=1e-3),
+    fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 4},
+    domains={},
+    trials=6,
+    grace_steps=40,  # = steps: no early stopping (MQAR accuracy jumps late)
+    repeat_seeds=2,
+)
+MQAR_QUICK = Preset(
+    name="quick",
+    description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU, seed repeats included",
+    task=RecallTask(RecallSpec(seed=0, vocab_size=64, seq_len=32, num_pairs=4, num_examples=16_000), val_examples=500),
+    train=TrainConfig(steps=2000, batch_size=64, warmup_steps=200, eval_every=500, learning_rate=1e-3),
+    fixed={"num_layers": 2, "mlp_width": 64, "metric_chunk": 8},
+    domains={},
+    trials=12,
+    grace_steps=2000,  # = steps: no early stopping (MQAR accuracy jumps late)
+)
+MQAR_FULL = Preset(
+    name="full",
+    description="Zoology-scale MQAR (32 pairs in 256 tokens, vocabulary 8192) on a GPU cluster, hundreds of trials",
+    task=RecallTask(RecallSpec(seed=0, vocab_size=8192, seq_len=256, num_pairs=32, num_examples=100_000), val_examples=3000),
+    train=TrainConfig(
+        steps=20_000,
+        batch_size=64,
+        warmup_steps=1000,
+        eval_every=1000,
+        learning_rate=1e-3,
+        weight_decay=0.1,
+        precision="bf16",
+        compile=True,
+    ),
+    fixed={"num_layers": 2, "mlp_width": 512, "metric_chunk": 64},
+    domains={},
+    trials=240,
+    cpus_per_trial=4,
+    gpus_per_trial=1,
+    grace_steps=10_000,
+    repeat_seeds=5,
+    parallel_trials=8,
+)
 
 RECALL_HEADS = Study(
     name="recall_heads",
@@ -41,10 +89,9 @@ generator depth.
     families=(MHA, *DAMCHA_FAMILIES),
     points=(AUTHORS,),
     version=5,
-    presets={  # each trains as cross_head's preset of its name does (data, model, budget per trial)
+    presets={
         "smoke": replace(
-            CROSS_HEAD.preset("smoke"),
-            description="a whole study, short trials of small models (what the tests run)",
+            MQAR_SMOKE,
             domains=choices(
                 d_model=(32,),
                 num_heads=(1, 2),
@@ -53,13 +100,11 @@ generator depth.
                 generator_depth=(0, 1),
                 learning_rate=(1e-3, 3e-3),
             ),
-            trials=6,
         ),
         "quick": replace(
-            CROSS_HEAD.preset("quick"),
-            description="MQAR (4 pairs in 32 tokens) on a 2-core laptop CPU, seed repeats included",
-            # trained twice as long as cross_head's: at 2000 steps no design had started recalling
-            train=replace(CROSS_HEAD.preset("quick").train, steps=4000, warmup_steps=400, eval_every=1000),
+            MQAR_QUICK,
+            # trained twice as long as MQAR_QUICK: at 2000 steps no design had started recalling
+            train=replace(MQAR_QUICK.train, steps=4000, warmup_steps=400, eval_every=1000),
             domains=choices(
                 d_model=(32, 64),
                 num_heads=(1, 2, 4),
@@ -68,11 +113,10 @@ generator depth.
                 generator_depth=(0, 1),
                 learning_rate=(3e-4, 1e-3),
             ),
-            trials=12,
             grace_steps=4000,  # = steps: no early stopping (MQAR accuracy jumps late)
         ),
         "full": replace(
-            CROSS_HEAD.preset("full"),
+            MQAR_FULL,
             description="Zoology-scale MQAR (32 pairs in 256 tokens) on a GPU cluster, hundreds of trials",
             domains=choices(
                 d_model=(64, 128, 256),
@@ -82,7 +126,6 @@ generator depth.
                 generator_depth=(0, 1, 2),
                 learning_rate=(3e-4, 1e-3, 3e-3),
             ),
-            trials=240,
         ),
     },
 )

@@ -125,6 +125,9 @@ class Preset:
             rest (``DecidingSeeds``), their extra passes after the whole space's.
         reliability: How often this preset's answer reaches its truth table's, on replays
             (``Reliability``); None: not measured.
+        paired_deviation: The seed-to-seed standard deviation of a comparison's paired differences on this
+            preset's task, in the objective's unit, as measured (the preset says where): the plan's minimum
+            detectable differences assume it. None: not measured, and the plan says so.
     """
 
     name: str
@@ -144,6 +147,7 @@ class Preset:
     exhaustive_seeds: int = 0
     deciding: DecidingSeeds | None = None
     reliability: Reliability | None = None
+    paired_deviation: float | None = None
 
     def __post_init__(self) -> None:
         """Training settings live in ``train`` alone (one source per setting); deciding seeds add to a table's."""

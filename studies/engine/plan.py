@@ -18,6 +18,8 @@ import torch
 from optuna.trial import TrialState
 
 from reports.results.matching import matched
+from reports.results.quality import QUALITIES
+from reports.results.statistics import LEVEL, detectable_difference
 from storage import masked_url, open_storage, parse_storage_url, record, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
 from studies.engine.errors import StudyOptionError
@@ -106,6 +108,29 @@ def _in_band(candidates: list[Candidate], baselines: list[Candidate], baseline: 
     return (
         f", none within the cost band of one of {baseline}'s ({min(nearest):.2f}-{max(nearest):.2f}x the nearest's FLOPs): "
         f"its comparisons can only be 'not matched in cost'"
+    )
+
+
+def _detectable_line(study: Study, preset: Preset, baseline: str, seeds: int) -> str:
+    """The smallest difference each comparison with ``baseline`` detects (power 0.8) on ``seeds`` fresh seeds, at
+    the paired SD the preset measured: where its Holm-adjusted p is the smallest of the comparisons' (tested at the
+    level over their count) and where it is the largest (at the level)."""
+    compared = [family.label for family in study.families if family.label != baseline] + [p.label for p in study.points]
+    named = f"each of the {len(compared)} comparisons with {baseline} ({', '.join(compared)})"
+    if preset.paired_deviation is None or seeds < 2:
+        why = "one fresh seed tests nothing" if seeds < 2 else "no paired SD measured on this preset's task"
+        return f"minimum detectable difference of {named}: not known ({why})"
+    quality = QUALITIES.get(preset.task.objective.metric)
+    shown = quality.scaled if quality else float
+    unit = ("points" if quality.percent else quality.unit) if quality else ""
+    alpha = 1 - LEVEL
+    strictest, laxest = (
+        shown(detectable_difference(preset.paired_deviation, seeds, alpha=level)) for level in (alpha / len(compared), alpha)
+    )
+    return (
+        f"minimum detectable difference of {named}, with power 0.8 on {seeds} fresh seeds at the paired SD measured on "
+        f"this task ({shown(preset.paired_deviation):.2g} {unit}): {strictest:.1f} {unit} where its Holm-adjusted p is the "
+        f"smallest of the {len(compared)}, {laxest:.1f} where it is the largest"
     )
 
 
@@ -248,6 +273,8 @@ def plan(study: Study, options: RunOptions) -> Plan:
         )
     else:
         lines.append("seed repeats: none (--repeat-seeds 0): the verdict compares search runs, uncorrected for selection")
+    if baseline is not None and run.repeat_seeds and not preset.exhaustive_seeds:
+        lines.append(_detectable_line(study, preset, baseline, run.repeat_seeds))
 
     torch.set_num_threads(max(1, min(int(run.resources.cpus), os.cpu_count() or 1)))  # a trial's threads, no more than here
     if run.resources.gpus:  # trained on GPUs: this CPU's times say nothing; the memory a step needs does

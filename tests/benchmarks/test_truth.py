@@ -147,7 +147,7 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
         ("compare", ["--workers", "0"], "--workers must be 1 or more"),
         ("compare", ["--repeat-seeds", "0"], "--repeat-seeds must be 1 or more"),
         ("truth", ["--resamples", "-1"], "--resamples must be 0 or more"),
-        ("build", ["--study", "cross_head"], "has no table preset; studies with one: lra_sharing"),
+        ("build", ["--study", "recall_heads"], "has no table preset; studies with one: lra_sharing, cross_head"),
         ("build", ["--study", "lra_sharin"], "did you mean 'lra_sharing'"),
     ],
 )

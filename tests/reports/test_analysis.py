@@ -15,7 +15,14 @@ from reports.results.fronts import best, pareto_mask
 from reports.results.matching import COST_BAND, front_relation, pairings
 from reports.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE, TASK_ATTRIBUTE
 from reports.results.quality import QUALITIES
-from reports.results.statistics import holm, mean_interval, paired_power, seeds_for_power, welch_test
+from reports.results.statistics import (
+    detectable_difference,
+    holm,
+    mean_interval,
+    paired_power,
+    seeds_for_power,
+    welch_test,
+)
 from reports.results.verdict import duplicates, headline
 
 KNOBS = ["attention", "metric_rank"]
@@ -313,6 +320,15 @@ def test_the_seeds_a_power_needs_are_the_fewest_that_reach_it() -> None:
     assert paired_power(30.0, 1.0, 9) == pytest.approx(1.0)  # the far tail underflows in scipy: counted as nothing
     with pytest.raises(ValueError, match="at least 2 seeds"):
         paired_power(1.0, 1.6, 1)
+
+
+@pytest.mark.parametrize(("seeds", "alpha"), [(6, 0.05), (12, 0.05 / 8), (200, 0.05)])
+def test_the_detectable_difference_is_the_gap_found_with_the_power_asked(seeds: int, alpha: float) -> None:
+    gap = detectable_difference(1.6, seeds, alpha=alpha)
+    assert paired_power(gap, 1.6, seeds, alpha) == pytest.approx(0.8, abs=1e-6)
+    assert paired_power(0.95 * gap, 1.6, seeds, alpha) < 0.8
+    if seeds == 200:  # many seeds: the normal approximation's (z_(1-alpha/2) + z_0.8) * SD / sqrt(n)
+        assert gap == pytest.approx((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * 1.6 / np.sqrt(200), rel=0.01)
 
 
 def test_every_figure_of_a_comparison_rests_on_the_seeds_its_test_uses() -> None:
