@@ -80,7 +80,7 @@ def test_missing_or_malformed_release_files_exit_2_and_write_nothing(
 
 
 def test_data_dir_for_a_generated_task_is_refused(files_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _exit_code(["cross_head", "--preset", "smoke", "--data-dir", "lra_release"]) == 2
+    assert _exit_code(["recall_heads", "--preset", "smoke", "--data-dir", "lra_release"]) == 2
     assert "--data-dir: task 'mqar' reads no files (it is generated); drop --data-dir" in capsys.readouterr().err
     assert not any(files_study.iterdir())
 
