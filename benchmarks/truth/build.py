@@ -40,7 +40,7 @@ from benchmarks.truth.table import (
 )
 from common.naming import UnknownNameError
 from common.outputs import exit_with
-from storage import StorageURLError, open_storage, resolve_storage_url
+from storage import StorageURLError, StoreBusyError, open_storage, resolve_storage_url
 from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
 
@@ -132,20 +132,23 @@ def main(argv: list[str] | None = None) -> int:
             with_tables = [name for name in STUDIES if PRESET in STUDIES[name].presets]
             raise UnknownNameError(f"study {args.study!r} has no table preset; studies with one: {', '.join(with_tables)}")
         url = resolve_storage_url(args.storage)
-        storage = open_storage(url)
-    except (UnknownNameError, StorageURLError) as error:
+        # --export reads the store (beside a running build, which holds SQLite's one writer's place)
+        storage = open_storage(url, read_only=args.export)
+    except (UnknownNameError, StorageURLError, StoreBusyError) as error:
         parser.error(str(error))
     name = definition.store_name(PRESET)
     path = table_path(name)
+    if args.export:
+        names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
+        optuna_study = optuna.load_study(study_name=name, storage=storage) if name in names else None
+        if (optuna_study is None or not rows_of(optuna_study).shape[0]) and not path.exists():
+            print(f"error: the store holds no trial of {name} yet: run {command(args.study)} first", file=sys.stderr)
+            return 2
+        print(f"{path}: {export(optuna_study, path, args.study) if optuna_study else len(load(path).rows)} rows")
+        return 0
     optuna_study = optuna.create_study(
         study_name=name, storage=storage, directions=[o.direction for o in definition.objectives], load_if_exists=True
     )
-    if args.export:
-        if not rows_of(optuna_study).shape[0] and not path.exists():
-            print(f"error: the store holds no trial of {name} yet: run python -m benchmarks.truth.build first", file=sys.stderr)
-            return 2
-        print(f"{path}: {export(optuna_study, path, args.study)} rows")
-        return 0
     if path.exists() and (added := import_rows(optuna_study, definition, load(path))):
         print(f"{added} trials added to the store from {path}")
     from studies.run import main as run  # the product's own command, on the same store

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -102,6 +104,47 @@ def test_a_table_survives_its_file_and_a_store_is_rebuilt_from_it(tmp_path: Path
     assert import_rows(study, definition, table) == 0  # a row the store holds is not added twice
     rebuilt = rows_of(study)
     pd.testing.assert_frame_equal(rebuilt, rows, check_dtype=False)  # the time it first finished too
+
+
+def test_export_reads_the_store_beside_a_running_build_which_a_second_build_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A running build holds the SQLite store's one writer's lock: ``--export`` beside it reads the store (it
+    once died with a StoreBusyError traceback), and a second build is refused in one sentence, exit 2."""
+    ledger = table_ledger(tmp_path)
+    train_all(ledger)
+    ledger.study.set_user_attr("search_space", {name: "" for name in ledger.space.searched})
+    rows = rows_of(ledger.study)
+    write(rows, provenance_of(ledger.study, rows, "the command"), tmp_path / "table.csv")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    stored = optuna.create_study(study_name=LRA_SHARING.store_name("table"), storage=url, directions=["maximize", "minimize"])
+    stored.set_user_attr("search_space", ledger.study.user_attrs["search_space"])
+    import_rows(stored, replace(LRA_SHARING, presets={"table": replace(TABLE, name="table")}), load(tmp_path / "table.csv"))
+    exported = tmp_path / "exported.csv"
+    monkeypatch.setattr("benchmarks.truth.build.table_path", lambda name: exported)
+    holder = subprocess.Popen(  # a build's driver: it holds the store's lock until killed
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path / "store.db")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert build_main(["--storage", url, "--export"]) == 0
+        assert len(load(exported).rows) == 24
+        with pytest.raises(SystemExit) as exited:
+            build_main(["--storage", url])
+        assert exited.value.code == 2 and "another driver is running a study" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from storage.database_lock import database_lock
+with database_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
 
 
 def test_a_file_that_is_not_a_table_is_refused_with_its_name(tmp_path: Path) -> None:
