@@ -2,7 +2,8 @@
 knob's true effect per family.
 
     python -m benchmarks.truth                                # lra_sharing's committed table
-    python -m benchmarks.truth --table path/to/table.csv      # another one (its .json beside it)
+    python -m benchmarks.truth --study cross_head             # another study's
+    python -m benchmarks.truth --table path/to/table.csv      # a table file (its .json beside it)
     python -m benchmarks.truth --resamples 0                  # without the truth's stability (a minute or more)
 """
 
@@ -10,19 +11,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from benchmarks.truth.crossfit import cross_fitted_verdict, in_sample, out_of_sample, seed_sets
 from benchmarks.truth.stability import stability
-from benchmarks.truth.table import Table, TableError, load, table_path
+from benchmarks.truth.table import Table, TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
 from common.outputs import exit_with
 from reports.results.configurations import knob_text
 from storage import record
-
-DEFAULT_TABLE = table_path("lra_sharing-table-v6")
 
 
 def _knobs_text(row: pd.Series, knobs: list[str]) -> str:
@@ -34,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.truth", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--table", type=Path, default=DEFAULT_TABLE, help=f"the table (default: {DEFAULT_TABLE.name})")
+    add_table_arguments(parser)
     parser.add_argument(
         "--resamples",
         type=int,
@@ -45,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.resamples < 0:
         parser.error(f"--resamples must be 0 or more, got {args.resamples}")
     try:
+        _, args.table = chosen_table(parser, args)
         table = load(args.table)
     except TableError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -73,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         "their test values):"
     )
     print("  " + true_verdict(table).sentence)
-    _print_out_of_sample(table)
+    try:
+        _print_out_of_sample(table)
+    except TableError as error:  # a partial table: its seeds so far may cross-fit nothing
+        print(f"\nCross-fitted verdict: none yet. {error}")
     if args.resamples:
         _print_stability(table, args.resamples)
 

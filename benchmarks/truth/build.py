@@ -31,20 +31,20 @@ from benchmarks.truth.table import (
     CURVE_PREFIX,
     FINISHED_ATTRIBUTE,
     METRICS,
+    TABLE_PRESET,
     Table,
     load,
     provenance_of,
     rows_of,
+    study_with_table,
     table_path,
     write,
 )
 from common.naming import UnknownNameError
 from common.outputs import exit_with
 from storage import StorageURLError, StoreBusyError, open_storage, resolve_storage_url
-from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
 
-PRESET = "table"
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table
 
 
@@ -64,7 +64,7 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
     Returns:
         How many trials were added.
     """
-    space = definition.space_for(definition.preset(PRESET))
+    space = definition.space_for(definition.preset(TABLE_PRESET))
     held = {table.configuration_of(row) + (row["seed_index"],) for row in rows_of(optuna_study).to_dict("records")}
     points = {point.label: point for point in definition.points}
     added = 0
@@ -127,17 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", action="store_true", help="write the store's rows to the table; train nothing")
     args = parser.parse_args(argv)
     try:
-        definition = get_study(args.study)
-        if PRESET not in definition.presets:
-            with_tables = [name for name in STUDIES if PRESET in STUDIES[name].presets]
-            raise UnknownNameError(f"study {args.study!r} has no table preset; studies with one: {', '.join(with_tables)}")
+        definition, path = study_with_table(args.study)
         url = resolve_storage_url(args.storage)
         # --export reads the store (beside a running build, which holds SQLite's one writer's place)
         storage = open_storage(url, read_only=args.export)
     except (UnknownNameError, StorageURLError, StoreBusyError) as error:
         parser.error(str(error))
-    name = definition.store_name(PRESET)
-    path = table_path(name)
+    name = definition.store_name(TABLE_PRESET)
     if args.export:
         names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
         optuna_study = optuna.load_study(study_name=name, storage=storage) if name in names else None
@@ -153,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{added} trials added to the store from {path}")
     from studies.run import main as run  # the product's own command, on the same store
 
-    code = run([args.study, "--preset", PRESET, "--storage", url])
+    code = run([args.study, "--preset", TABLE_PRESET, "--storage", url])
     print(f"{path}: {export(optuna_study, path, args.study)} rows")
     return code
 

@@ -1,6 +1,7 @@
 """Search strategies compared by replaying many studies of each on a truth table.
 
     python -m benchmarks.truth.compare                        # 100 replays of each strategy on lra_sharing's table
+    python -m benchmarks.truth.compare --study cross_head     # on cross_head's table, as its quick preset runs
     python -m benchmarks.truth.compare --replays 20 --only random
     python -m benchmarks.truth.compare --trials 48 --only "TPE per family"   # at twice the quick budget
     python -m benchmarks.truth.compare --repeat-seeds 3       # the compared configurations on 3 fresh seeds, not 6
@@ -53,11 +54,10 @@ from benchmarks.truth.seed_roles import replay_preset
 from benchmarks.truth.skill import REFERENCES, Referee, References, answer_fields, recipe_of
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
-from benchmarks.truth.table import Table, TableError, load, table_path
+from benchmarks.truth.table import Table, TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import configurations, point_truths
 from common.outputs import exit_with, write_atomically
 from reports.results.verdict import Comparison
-from studies.catalogue import get_study
 from studies.catalogue.schema import Preset, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.truth.compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
+    add_table_arguments(parser)
     parser.add_argument(
         "--replays",
         type=int,
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print(f"error: no strategy matches {args.only}; strategies: {', '.join(STRATEGIES)}", file=sys.stderr)
         return 2
-    definition = get_study("lra_sharing")
+    definition, args.table = chosen_table(parser, args)
     preset = definition.preset("quick")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the workers, forked, inherit the quiet
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

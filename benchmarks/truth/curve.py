@@ -25,7 +25,7 @@ import pandas as pd
 from benchmarks.resolution import wilson_interval
 from benchmarks.truth.replays_file import read_replays, replays_path, table_version
 from benchmarks.truth.skill import NO_SEARCH, REFERENCES
-from benchmarks.truth.table import TableError, table_path
+from benchmarks.truth.table import TableError, add_table_arguments, chosen_table
 from common.outputs import exit_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,12 +145,10 @@ def curve_figure(points: pd.DataFrame, title: str, no_search: float = math.nan):
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: 0 when the figure was written, 2 on a bad argument or file."""
-    from studies.catalogue import get_study
-
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.truth.curve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
+    add_table_arguments(parser)
     parser.add_argument(
         "--output", type=Path, default=DEFAULT_OUTPUT, help=".png (needs Chrome or Chromium) or .html (default: %(default)s)"
     )
@@ -158,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.output.suffix not in (".png", ".html"):
         parser.error(f"--output {args.output} must end in .png or .html")
-    repeat_seeds = get_study("lra_sharing").preset("quick").repeat_seeds
     try:
+        definition, args.table = chosen_table(parser, args)
+        repeat_seeds = definition.preset("quick").repeat_seeds
         replays, version = read_replays(replays_path(args.table), REPLAY_COLUMNS), table_version(args.table)
         points = curve_info(replays, version, repeat_seeds, args.only)
     except TableError as error:
@@ -172,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no replays of {args.table.name} as it is now match {args.only or 'any strategy'}", file=sys.stderr)
         return 2
     replayed = int(points["replays"].sum())
-    title = f"Right against cost: {replayed} replayed lra_sharing quick studies, {repeat_seeds} repeat seeds each"
+    title = f"Right against cost: {replayed} replayed {definition.name} quick studies, {repeat_seeds} repeat seeds each"
     figure = curve_figure(points, title, reference_share(replays, version, repeat_seeds))
     if args.output.suffix == ".png":
         figure.write_image(args.output, scale=1)

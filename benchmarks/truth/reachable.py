@@ -1,6 +1,7 @@
 """Whether the verdict's "the same within ±m" can be reached, simulated with a truth table's seed-to-seed spread.
 
-    python -m benchmarks.truth.reachable            # lra_sharing's table: the undetermined comparison's spread
+    python -m benchmarks.truth.reachable                     # lra_sharing's table: the undetermined comparison's spread
+    python -m benchmarks.truth.reachable --study cross_head  # another study's table
 
 For each true gap and number of fresh seeds, many studies' paired differences are drawn from a normal
 distribution with the truth's paired standard deviation, and each is answered as the verdict answers a
@@ -14,12 +15,12 @@ at the margin shows the error rate of "same"; a gap of zero, what seeds it needs
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.truth.table import load, table_path
+from benchmarks.truth.table import TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import true_verdict
 from common.outputs import exit_with
 from reports.results.statistics import LEVEL, equivalence_p, paired_test
@@ -62,10 +63,15 @@ def answers(gap: float, deviation: float, seeds: int, studies: int, rng: np.rand
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.truth.reachable", description=__doc__)
-    parser.add_argument("--table", type=Path, default=table_path("lra_sharing-table-v6"))
+    add_table_arguments(parser)
     parser.add_argument("--studies", type=int, default=4000, help="simulated studies per gap and seed count")
     args = parser.parse_args(argv)
-    undetermined = [c for c in true_verdict(load(args.table)).comparisons if c.answer == "undetermined"]
+    try:
+        table = load(chosen_table(parser, args)[1])
+    except TableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    undetermined = [c for c in true_verdict(table).comparisons if c.answer == "undetermined"]
     if not undetermined:
         print("error: the truth decides every comparison: nothing to simulate", flush=True)
         return 2

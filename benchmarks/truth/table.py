@@ -25,6 +25,7 @@ columns (``docs/truth.md`` says the same for readers):
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -40,13 +41,17 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from common.naming import UnknownNameError
 from common.outputs import write_atomically
 from reports.results.frame import configuration
 from search_space.space import Value
 from storage import record
+from studies.catalogue import STUDIES, get_study
+from studies.catalogue.schema import Study
 from studies.run import parse_knob_value
 
 TABLES_DIR = Path(__file__).resolve().parent
+TABLE_PRESET = "table"  # the preset that trains a study's table (``Preset.exhaustive_seeds``)
 CURVE_PREFIX = "val_accuracy_at_"
 FINISHED_ATTRIBUTE = "table_finished"  # user attribute: when a trial added from a table first finished
 METRICS = ("val_accuracy", "test_accuracy", "val_loss", "test_loss", "train_loss")
@@ -119,6 +124,44 @@ class Table:
 def table_path(store_name: str) -> Path:
     """Where the table of a store's study is committed: ``benchmarks/truth/<study name>.csv``."""
     return TABLES_DIR / f"{store_name}.csv"
+
+
+def study_with_table(name: str) -> tuple[Study, Path]:
+    """A study that has a table preset, and where its table is committed.
+
+    Args:
+        name: The study's name (``python -m studies.run --list``).
+
+    Returns:
+        The study's definition and its table's path (which need not exist yet).
+
+    Raises:
+        UnknownNameError: no such study, or it has no table preset (the message names those that do).
+    """
+    definition = get_study(name)
+    if TABLE_PRESET not in definition.presets:
+        with_tables = [study for study in STUDIES if TABLE_PRESET in STUDIES[study].presets]
+        raise UnknownNameError(f"study {name!r} has no table preset; studies with one: {', '.join(with_tables)}")
+    return definition, table_path(definition.store_name(TABLE_PRESET))
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--study`` and ``--table``: the commands that read a truth table read the one a study commits, or a file."""
+    parser.add_argument("--study", default="lra_sharing", help="a study with a table: its committed table (default: lra_sharing)")
+    parser.add_argument("--table", type=Path, help="a table file instead of the study's (its .json beside it)")
+
+
+def chosen_table(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Study, Path]:
+    """The study ``add_table_arguments``' options name, and the table they choose (``--table``, else the study's).
+
+    A ``--study`` that names no study with a table preset is the parser's error (exit 2, the usage and the
+    studies that have one).
+    """
+    try:
+        definition, committed = study_with_table(args.study)
+    except UnknownNameError as error:
+        parser.error(str(error))
+    return definition, args.table or committed
 
 
 def rows_of(study: optuna.Study) -> pd.DataFrame:

@@ -120,8 +120,8 @@ def test_export_reads_the_store_beside_a_running_build_which_a_second_build_is_r
     stored = optuna.create_study(study_name=LRA_SHARING.store_name("table"), storage=url, directions=["maximize", "minimize"])
     stored.set_user_attr("search_space", ledger.study.user_attrs["search_space"])
     import_rows(stored, replace(LRA_SHARING, presets={"table": replace(TABLE, name="table")}), load(tmp_path / "table.csv"))
-    exported = tmp_path / "exported.csv"
-    monkeypatch.setattr("benchmarks.truth.build.table_path", lambda name: exported)
+    monkeypatch.setattr("benchmarks.truth.table.TABLES_DIR", tmp_path)  # never the committed tables
+    exported = tmp_path / f"{LRA_SHARING.store_name('table')}.csv"
     holder = subprocess.Popen(  # a build's driver: it holds the store's lock until killed
         [sys.executable, "-c", HOLD_LOCK, str(tmp_path / "store.db")], stdout=subprocess.PIPE, text=True
     )
@@ -190,6 +190,8 @@ def test_a_row_cut_short_or_out_of_range_is_refused_by_its_line(
         ("compare", ["--workers", "0"], "--workers must be 1 or more"),
         ("compare", ["--repeat-seeds", "0"], "--repeat-seeds must be 1 or more"),
         ("truth", ["--resamples", "-1"], "--resamples must be 0 or more"),
+        ("truth", ["--study", "recall_heads"], "has no table preset; studies with one: lra_sharing, cross_head"),
+        ("compare", ["--study", "lm_rank"], "has no table preset; studies with one: lra_sharing, cross_head"),
         ("build", ["--study", "recall_heads"], "has no table preset; studies with one: lra_sharing, cross_head"),
         ("build", ["--study", "lra_sharin"], "did you mean 'lra_sharing'"),
     ],
@@ -203,6 +205,11 @@ def test_the_referee_s_commands_check_their_arguments_before_any_work(
     assert exited.value.code == 2
     error = capsys.readouterr().err
     assert words in error and "usage: python -m benchmarks.truth" in error
+
+
+def test_a_study_s_committed_table_is_read_by_naming_the_study(capsys: pytest.CaptureFixture[str]) -> None:
+    assert truth_main(["--study", "cross_head", "--resamples", "0"]) == 0
+    assert capsys.readouterr().out.startswith("cross_head-table-v5.csv: ")
 
 
 def test_the_committed_table_holds_what_its_columns_say(committed: Table) -> None:
