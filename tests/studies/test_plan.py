@@ -90,6 +90,18 @@ def test_every_rival_in_cross_head_s_quick_space_has_configurations_at_the_basel
     ) in text
 
 
+def test_recall_heads_quick_plan_shows_its_seeds_cannot_decide_as_its_question_says(tmp_path: Path) -> None:
+    """recall_heads' quick MQAR recalls or stalls by seed: at the paired SD its v5 run measured, the smallest gap its
+    3 fresh seeds detect exceeds the accuracy scale, which is why its question (summary) is which designs recall."""
+    study = get_study("recall_heads")
+    text = plan(study, RunOptions(storage=f"sqlite:///{tmp_path / 's.db'}")).text
+    found = re.search(
+        r"on 3 fresh seeds at the paired SD measured on this task \(52 points\): ([\d.]+) points.*?, ([\d.]+) where", text
+    )
+    assert found and float(found[2]) > 100
+    assert "which designs start to recall" in study.summary
+
+
 def test_a_plan_says_which_families_have_no_configuration_at_the_baseline_s_cost(tmp_path: Path) -> None:
     """At one width (D=64) MoA with two experts a head pays 1.58x MHA's FLOPs: none of its configurations can be
     compared at matched cost, and the plan says so before a run; a preset that measured no paired SD says the
