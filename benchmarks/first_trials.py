@@ -25,25 +25,25 @@ import torch
 
 from common.naming import UnknownNameError
 from common.outputs import exit_with
-from reports.results.quality import quality_named
-from storage import open_storage
+from storage import open_storage, record
 from studies.catalogue import get_study
 from studies.catalogue.tasks import ListOpsTask
-from studies.engine.ledger import Ledger
-from studies.engine.queue import heartbeat_options
+from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
+from studies.engine.recovery import heartbeat_options
 from studies.engine.sampler import sampler_for
 from studies.engine.trainable import TrialDevice, train_trial
+from studies.results.quality import quality_named
 from studies.run import integer_from
 from trainers.data.cache import default_cache_dir
 
 COSTS = (
-    ("examples_per_s", "examples/s", "{:.0f}"),
-    ("tokens_per_s", "tokens/s", "{:.0f}"),
-    ("model_flops_utilisation", "MFU", "{:.1%}"),
-    ("compile_seconds", "compile s", "{:.1f}"),
-    ("recompiles", "recompiles", "{:d}"),
-    ("peak_memory_bytes", "peak GiB", "{:.2f}"),
-    ("wall_seconds", "wall s", "{:.1f}"),
+    (record.EXAMPLES_PER_S, "examples/s", "{:.0f}"),
+    (record.TOKENS_PER_S, "tokens/s", "{:.0f}"),
+    (record.MODEL_FLOPS_UTILISATION, "MFU", "{:.1%}"),
+    (record.COMPILE_SECONDS, "compile s", "{:.1f}"),
+    (record.RECOMPILES, record.RECOMPILES, "{:d}"),
+    (record.PEAK_MEMORY_BYTES, "peak GiB", "{:.2f}"),
+    (record.WALL_SECONDS, "wall s", "{:.1f}"),
 )
 
 
@@ -51,7 +51,7 @@ def _row(number: int, label: str, columns: tuple, metrics: dict) -> str:
     values = []
     for key, _, form in columns:
         value = metrics.get(key)
-        if key == "peak_memory_bytes" and value is not None:
+        if key == record.PEAK_MEMORY_BYTES and value is not None:
             value /= 2**30
         values.append("-" if value is None else form.format(value))
     return f"{number:>3} {label:<40} {metrics['step']:>6} " + " ".join(f"{v:>10}" for v in values)
@@ -102,16 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             sampler=sampler_for(len(study.objectives), args.trials, 0),
         )
         ledger = Ledger(
-            store,
-            storage=storage,
-            definition=study,
-            preset=preset,
-            space=study.space_for(preset),
-            fix={},
-            seed=0,
-            run_attributes={},
-            cache_dir=str(cache_dir),
-            budget=args.trials,
+            LedgerStore(store, storage), Asking(study, preset, study.space_for(preset), args.trials), TrialSetup(str(cache_dir))
         )
         failed = False
         placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)
@@ -119,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         short = quality_named(objective.metric, objective.direction == "maximize").short
         columns = ((objective.metric, f"val {short}", "{:.3f}"), *COSTS)
         print(f"{'#':>3} {'configuration':<40} {'step':>6} " + " ".join(f"{title:>10}" for _, title, _ in columns), flush=True)
-        while (config := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
-            number = config["number"]
-            label = f"{store.trials[number].user_attrs.get('family', '')} {_knobs(config['model'])}"
+        while (spec := ledger.ask(f"first-trial-{ledger.asked}")) is not None:
+            number = spec.number
+            label = f"{store.trials[number].user_attrs.get(record.FAMILY, '')} {_knobs(spec.model)}"
             try:
-                train_trial(config, placement, report=functools.partial(_print_row, number, label, columns))
+                train_trial(spec, placement, report=functools.partial(_print_row, number, label, columns))
             except Exception as error:  # noqa: BLE001 (a check: the next trials still run, the exit code says it)
                 first_line = (str(error).strip().splitlines() or [""])[0]
                 print(f"{number:>3} {label:<40} FAILED: {type(error).__name__}: {first_line}", flush=True)

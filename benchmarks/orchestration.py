@@ -35,6 +35,7 @@ import ray
 import torch
 
 from search_space.space import Choice
+from storage import record
 from studies.catalogue import LRA_SHARING
 from studies.engine.options import RunOptions
 from studies.engine.runner import run_study
@@ -65,7 +66,7 @@ def preset_overhead(preset_name: str) -> None:
         wall = time.perf_counter() - start
         ray.shutdown()
         trials = optuna.load_study(study_name=outcome.study_name, storage=url).get_trials()
-    training = sum(float(t.user_attrs.get("wall_seconds", 0.0)) for t in trials)
+    training = sum(float(t.user_attrs.get(record.WALL_SECONDS, 0.0)) for t in trials)
     # Asked to told, as the store saw each trial: training plus the worker's and the bookkeeping's share.
     held = sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials if t.datetime_complete)
     print(summary.getvalue())

@@ -20,11 +20,11 @@ import math
 import optuna
 import pandas as pd
 
-from reports.results.configurations import configurations
-from reports.results.frame import knob_columns, trials_frame
-from reports.results.quality import quality
-from reports.results.verdict import verdict
-from storage import StorageURLError, open_storage
+from storage import StorageURLError, open_storage, record
+from studies.results.configurations import configurations
+from studies.results.frame import knob_columns, trials_frame
+from studies.results.quality import quality
+from studies.results.verdict import verdict
 
 Z_95 = 1.959963984540054
 HALF_WIDTH_POINTS = 2.0
@@ -44,10 +44,10 @@ def validation_count(frame: pd.DataFrame, study: optuna.Study, config: pd.Series
     Raises:
         ValueError: neither is known.
     """
-    counts = frame.loc[frame["number"].isin(config["numbers"]), "val_count"].dropna()
+    counts = frame.loc[frame["number"].isin(config["numbers"]), record.VAL_COUNT].dropna()
     if not counts.empty:
         return int(counts.min())
-    if size := study.user_attrs.get("task", {}).get("val_size"):
+    if size := study.user_attrs.get(record.TASK, {}).get("val_size"):
         return int(size)
     raise ValueError("the store records no validation size for this task (trials from before val_count was recorded)")
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         ("best", best, best_low, best_high, best_how),
         ("worst", worst, worst_low, worst_high, worst_how),
     ):
-        print(f"  {name}: {config['family']} {100 * config['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({how})")
+        print(f"  {name}: {config[record.FAMILY]} {100 * config['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] ({how})")
     gap = 100 * (best_low - worst_high)
     print(f"  {'met' if gap > 0 else 'NOT met'}: {gap:+.1f} points between the intervals")
     return 0

@@ -12,7 +12,7 @@ it was training and re-running it trains the rest.
 The summary gives, per task: MHA's test accuracy (mean and seed-to-seed SD) against chance and ceiling; each
 configuration's paired difference from MHA over the seeds both trained, its paired SD, the power of the
 verdict's paired t-test on the preset's 6 fresh seeds to detect a 2-point gap
-(``reports.results.statistics.paired_power``) and the seeds that a power of 0.8 needs.
+(``studies.results.statistics.paired_power``) and the seeds that a power of 0.8 needs.
 """
 
 from __future__ import annotations
@@ -24,22 +24,22 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from benchmarks.truth.table import TableError, read_csv_checked
 from common.outputs import exit_with, write_atomically
-from reports.results.matching import matched
-from reports.results.statistics import paired_power, seeds_for_power
 from search_space.space import Value
+from storage import record
 from studies.catalogue import CROSS_HEAD, LRA_SHARING
 from studies.catalogue.recall_heads import MQAR_QUICK
 from studies.catalogue.schema import Preset
 from studies.engine.trainable import TrialDevice, train_trial
-from studies.engine.trial_config import resolved_knobs, worker_config
+from studies.engine.trial_config import TrialSpec, resolved_knobs, trial_spec
 from studies.engine.version import code_version
+from studies.results.matching import matched
+from studies.results.statistics import paired_power, seeds_for_power
 from trainers.data.cache import default_cache_dir
 
 PILOT = Path(__file__).resolve().parent / "pilots" / "cross_head-tasks.csv"
@@ -92,24 +92,29 @@ CONFIGURATIONS: dict[str, dict[str, Value]] = {
 BASELINE = "MHA"
 COLUMNS = (
     "task",
-    "family",
-    "seed_index",
+    record.FAMILY,
+    record.SEED_INDEX,
     "seed",
-    "val_accuracy",
-    "test_accuracy",
-    "flops_per_example",
-    "wall_seconds",
+    record.ACCURACY,
+    record.TEST_ACCURACY,
+    record.FLOPS,
+    record.WALL_SECONDS,
     "device",
-    "code_version",
+    record.CODE_VERSION,
 )
 
 
-def trial_config(candidate: Candidate, family: str, seed_index: int, cache_dir: Path) -> dict[str, Any]:
-    """What a Ray worker would be handed for this trial (``worker_config``, as ``Ledger`` hands it over)."""
+def trial_config(candidate: Candidate, family: str, seed_index: int, cache_dir: Path) -> TrialSpec:
+    """What a Ray worker would be handed for this trial (``trial_spec``, as ``Ledger`` hands it over)."""
     # The knobs' whole domains: the pilot trains outside the quick preset's width.
     knobs = resolved_knobs(CROSS_HEAD.space, candidate.preset, {}, SHAPE | CONFIGURATIONS[family])
-    return worker_config(
-        candidate.preset, knobs, FIRST_SEED + seed_index, cache_dir=str(cache_dir), compile_cache_dir=str(cache_dir)
+    return trial_spec(
+        candidate.preset,
+        knobs,
+        FIRST_SEED + seed_index,
+        number=seed_index,
+        cache_dir=str(cache_dir),
+        compile_cache_dir=str(cache_dir),
     )
 
 
@@ -120,15 +125,15 @@ def _train_row(task: str, family: str, seed_index: int, cache_dir: str) -> dict[
     metrics = train_trial(trial_config(candidate, family, seed_index, Path(cache_dir)), TrialDevice("cpu", 0.0, 1)).metrics
     return {
         "task": task,
-        "family": family,
-        "seed_index": seed_index,
+        record.FAMILY: family,
+        record.SEED_INDEX: seed_index,
         "seed": FIRST_SEED + seed_index,
-        "val_accuracy": metrics["val_accuracy"],
-        "test_accuracy": metrics["test_accuracy"],
-        "flops_per_example": metrics["flops_per_example"],
-        "wall_seconds": round(time.monotonic() - started, 3),
+        record.ACCURACY: metrics[record.ACCURACY],
+        record.TEST_ACCURACY: metrics[record.TEST_ACCURACY],
+        record.FLOPS: metrics[record.FLOPS],
+        record.WALL_SECONDS: round(time.monotonic() - started, 3),
         "device": metrics["device"],
-        "code_version": code_version(),
+        record.CODE_VERSION: code_version(),
     }
 
 
@@ -142,7 +147,7 @@ def read_rows(path: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=list(COLUMNS))
     fix = "restore it with git checkout, or delete it to train anew"
     rows = read_csv_checked(path, COLUMNS, "a pilot file", fix)
-    for column in ("val_accuracy", "test_accuracy"):
+    for column in (record.ACCURACY, record.TEST_ACCURACY):
         values = pd.to_numeric(rows[column], errors="coerce")
         bad = ~values.between(0.0, 1.0)
         if bad.any():
@@ -153,7 +158,7 @@ def read_rows(path: Path) -> pd.DataFrame:
 def train_missing(path: Path, workers: int) -> pd.DataFrame:
     """Train every candidate's configurations on its seeds where ``path`` lacks the row, writing each as it ends."""
     rows = read_rows(path)
-    have = {(r["task"], r["family"], int(r["seed_index"])) for r in rows.to_dict("records")}
+    have = {(r["task"], r[record.FAMILY], int(r[record.SEED_INDEX])) for r in rows.to_dict("records")}
     wanted = [
         (candidate.name, family, index)
         for index in range(max(c.seeds for c in CANDIDATES))  # seed by seed: a stopped pilot has whole passes
@@ -170,11 +175,11 @@ def train_missing(path: Path, workers: int) -> pd.DataFrame:
 
     def keep(done: int, row: dict[str, object]) -> None:
         kept.append(row)
-        kept.sort(key=lambda r: (str(r["task"]), int(r["seed_index"]), list(CONFIGURATIONS).index(str(r["family"]))))
+        kept.sort(key=lambda r: (str(r["task"]), int(r[record.SEED_INDEX]), list(CONFIGURATIONS).index(str(r[record.FAMILY]))))
         write_atomically(path, pd.DataFrame(kept, columns=list(COLUMNS)).to_csv(index=False))
         print(
-            f"{done}/{len(wanted)}: {row['task']} {row['family']} seed {row['seed_index']}: "
-            f"test {row['test_accuracy']:.3f} ({row['wall_seconds']:.0f} s)",
+            f"{done}/{len(wanted)}: {row['task']} {row[record.FAMILY]} seed {row[record.SEED_INDEX]}: "
+            f"test {row[record.TEST_ACCURACY]:.3f} ({row[record.WALL_SECONDS]:.0f} s)",
             flush=True,
         )
 
@@ -196,13 +201,16 @@ def summarize(rows: pd.DataFrame) -> str:
         task = rows[rows["task"] == candidate.name]
         if task.empty:
             continue
-        by_family = {family: group.set_index("seed_index")["test_accuracy"] * 100 for family, group in task.groupby("family")}
+        by_family = {
+            family: group.set_index(record.SEED_INDEX)[record.TEST_ACCURACY] * 100
+            for family, group in task.groupby(record.FAMILY)
+        }
         baseline = by_family.get(BASELINE)
         lines.append(f"{candidate.name} (chance {candidate.chance:.0%}):")
         if baseline is None or len(baseline) < 2:
             lines.append("  MHA has fewer than 2 seeds yet")
             continue
-        flops = {family: float(group["flops_per_example"].iloc[0]) for family, group in task.groupby("family")}
+        flops = {family: float(group[record.FLOPS].iloc[0]) for family, group in task.groupby(record.FAMILY)}
         lines.append(
             f"  MHA {baseline.mean():.1f}% (SD {baseline.std(ddof=1):.1f}, {len(baseline)} seeds): "
             f"{baseline.mean() - 100 * candidate.chance:.1f} points above chance, {100 - baseline.mean():.1f} below ceiling"

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import torch
 
+from storage import record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
 from studies.run import integer_from
@@ -43,7 +44,7 @@ def run(design: str, warmup: int, seed: int) -> tuple[str, int, float, float, fl
     training = replace(PRESET.training(recipe), warmup_steps=warmup, seed=seed, device="cpu")
     start = time.perf_counter()
     metrics = train(model, training, PRESET.task.load(default_cache_dir())).metrics
-    return design, warmup, metrics["val_accuracy"], metrics["test_accuracy"], time.perf_counter() - start
+    return design, warmup, metrics[record.ACCURACY], metrics[record.TEST_ACCURACY], time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:

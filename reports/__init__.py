@@ -1,4 +1,4 @@
-"""Reports: a study's results (``reports.results``) and the views of them.
+"""Reports: a study's results (``studies.results``) and the views of them.
 
     results/   store -> trial frame -> fronts, bests, configurations over seeds, the verdict
     summary    the end-of-run summary (text)

@@ -32,7 +32,6 @@ import pandas as pd
 from common.outputs import REPORTS_DIR, exit_with, write_atomically
 from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path, study_file_stem
 from reports.images import RendererError, check_renderer, write_images
-from reports.results import StudyResults
 from reports.store_index import AmbiguousNameError, listing, listing_data, resolve_study_name
 from storage import (
     DEFAULT_STORAGE_URL,
@@ -43,6 +42,7 @@ from storage import (
     store_files,
 )
 from storage.repeats_study import linked_repeats
+from studies.results import StudyResults
 
 FORMATS = ("text", "json", "csv", "markdown")  # what ``list`` prints
 

@@ -1,4 +1,4 @@
-"""Thin plotly builders over the report's frames (``reports.results.frame``, ``reports.results.verdict``)."""
+"""Thin plotly builders over the report's frames (``studies.results.frame``, ``studies.results.verdict``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.results.configurations import headline_figure
-from reports.results.frame import knob_columns, search_runs
-from reports.results.fronts import family_order, pareto_mask
-from reports.results.names import FAMILIES_ATTRIBUTE
-from reports.results.quality import Quality, quality
 from storage import record
+from studies.results.configurations import headline_figure
+from studies.results.frame import knob_columns, search_runs
+from studies.results.fronts import family_order, pareto_mask
+from studies.results.names import FAMILIES_ATTRIBUTE
+from studies.results.quality import Quality, quality
 
 SECONDS_PER_1K = "seconds_per_1k_examples"
 AXES = {
@@ -270,7 +270,7 @@ def curves_figure(
     title: str = "Learning curves of the search runs on each family's front",
     colors: dict[str, str] | None = None,
 ) -> go.Figure:
-    """Intermediate values (``reports.results.details.learning_curves``) by step, coloured by family (``colors``:
+    """Intermediate values (``studies.results.details.learning_curves``) by step, coloured by family (``colors``:
     the study's, ``families``; else the curves' own); pruned trials dotted."""
     figure = go.Figure()
     colors = colors or (families(curves.drop_duplicates("number")) if not curves.empty else {})

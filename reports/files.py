@@ -44,7 +44,7 @@ def _nearest_existing(path: Path) -> Path:
     return next(candidate for candidate in (path, *path.parents) if candidate.exists())
 
 
-NAME_MAX_BYTES = 255  # a file name's limit on Linux's file systems (ext4, XFS, Btrfs, tmpfs)
+NAME_MAX_BYTES = 255  # a file name's limit (NAME_MAX) on Linux's file systems (ext4, XFS, Btrfs, tmpfs) and macOS
 
 
 def check_path_text(path: Path, option: str) -> None:

@@ -28,15 +28,15 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
-from reports.results import StudyResults
-from reports.results.configurations import headline_figure
-from reports.results.details import importances, learning_curves, provenance
-from reports.results.frame import compared_knobs, knob_columns, search_runs
-from reports.results.fronts import family_budgets
-from reports.results.quality import quality
-from reports.results.verdict import provisional
 from reports.tables import front_numbers, fronts_frame, verdict_frame
 from storage import masked_url, record
+from studies.results import StudyResults
+from studies.results.configurations import headline_figure
+from studies.results.details import importances, learning_curves, provenance
+from studies.results.frame import compared_knobs, knob_columns, search_runs
+from studies.results.fronts import family_budgets
+from studies.results.quality import quality
+from studies.results.verdict import provisional
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """

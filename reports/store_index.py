@@ -16,11 +16,11 @@ import optuna
 import pandas as pd
 
 from common.naming import unknown_name_message
-from reports.results.frame import family_of, outcome
-from reports.results.names import INFEASIBLE
 from reports.tables import verdict_text
 from storage import masked_url, record
 from storage.repeats_study import complete_repeats, is_repeats_study, trials_with_repeats
+from studies.results.frame import family_of, outcome
+from studies.results.names import INFEASIBLE
 
 _PLAIN = re.compile(r"^(?P<study>[^-]+)-(?P<preset>[^-]+)-v(?P<version>\d+)$")  # no --fix, no --fresh
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from reports.results import StudyResults
-from reports.results.configurations import headline_figure, knobs_text
-from reports.results.frame import knob_columns
-from reports.results.names import INFEASIBLE
-from reports.results.quality import Quality, quality
-from reports.results.verdict import provisional
 from reports.tables import verdict_frame, verdict_text
 from storage import record
+from studies.results import StudyResults
+from studies.results.configurations import headline_figure, knobs_text
+from studies.results.frame import knob_columns
+from studies.results.names import INFEASIBLE
+from studies.results.quality import Quality, quality
+from studies.results.verdict import provisional
 
 
 def _configuration(row: pd.Series, knobs: list[str], measured: Quality) -> str:

@@ -13,13 +13,13 @@ import math
 
 import pandas as pd
 
-from reports.results import StudyResults
-from reports.results.configurations import headline_value, knob_text, knobs_text
-from reports.results.frame import compared_knobs, knob_columns, search_runs
-from reports.results.fronts import family_fronts
-from reports.results.quality import quality
-from reports.results.verdict import Comparison, duplicates
 from storage import record
+from studies.results import StudyResults
+from studies.results.configurations import headline_value, knob_text, knobs_text
+from studies.results.frame import compared_knobs, knob_columns, search_runs
+from studies.results.fronts import family_fronts
+from studies.results.quality import quality
+from studies.results.verdict import Comparison, duplicates
 
 
 def front_numbers(frame: pd.DataFrame) -> set[int]:

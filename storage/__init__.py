@@ -2,7 +2,6 @@
 
 from storage.database_lock import StoreBusyError
 from storage.factory import StudyLock, open_storage
-from storage.failures import failed_database, full_disk, store_or_disk_failed
 from storage.identity import store_tag
 from storage.sqlite_files import (
     check_sqlite_store,
@@ -11,6 +10,7 @@ from storage.sqlite_files import (
     sqlite_read_only_flags,
     store_files,
 )
+from storage.store_errors import failed_database, full_disk, store_or_disk_failed
 from storage.urls import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,

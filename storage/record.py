@@ -1,6 +1,6 @@
 """What the store holds: the name of every study and trial attribute this product writes, and what it means.
 
-The engine (``studies.engine``) writes these attributes and the results (``reports.results``) read them,
+The engine (``studies.engine``) writes these attributes and the results (``studies.results``) read them,
 both by the names below; the trial frame's columns carry the same names. A store is plain Optuna, so
 optuna-dashboard and Optuna's CLI show them under these names too. Renaming one breaks every existing
 store: add a name, never change one.
@@ -95,7 +95,7 @@ REPORTED = (  # what a trial's last report holds besides its value, recorded as 
 # --- Objective metrics: the names of a trial's values (the ``objectives`` study attribute maps them) ---
 ACCURACY = "val_accuracy"  # validation accuracy, the searches' first objective on classification tasks
 
-# --- Study user attributes (``studies.engine.records``, ``studies.engine.runner``) ---
+# --- Study user attributes (``studies.engine.optuna_study``, ``studies.engine.runner``) ---
 QUESTION = "question"  # what the study asks, from its definition
 COMMAND = "command"  # the command line of the latest run
 DEFAULT_PRESET = "default_preset"  # True when a run without --preset made it (short names read it)

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             planned = replace(options, preset=options.preset or runnable.default_preset)
             print("\n\n".join(plan(study, planned).text for study in studies))
         elif isinstance(runnable, Suite):
-            from studies.engine.suite import run_suite  # imports ray: after prepare_ray_environment
+            from studies.engine.suite_runner import run_suite  # imports ray: after prepare_ray_environment
 
             run_suite(runnable, options)
         else:

@@ -99,7 +99,7 @@ def _count_trial_frames(patch: pytest.MonkeyPatch) -> list[str]:
     """
     import sys
 
-    from reports.results import frame
+    from studies.results import frame
 
     calls: list[str] = []
     original = frame.trials_frame

@@ -55,18 +55,21 @@ RULES = {
     "storage": ("storage", "common"),
     "trainers": ("trainers", "common"),
     "search_space": ("search_space", "trainers", "common"),
-    "reports": ("reports", "storage", "common"),
-    "reports.results": ("reports.results", "storage", "common"),
+    "reports": ("reports", "studies.results", "storage", "common"),  # views of results: they compute none
+    "studies.results": ("studies.results", "storage", "common"),  # the analysis core: knows no rendering
     "studies.catalogue": ("studies.catalogue", "search_space", "trainers", "common"),
     "studies": ("studies", "search_space", "trainers", "storage", "reports", "common"),  # never benchmarks (the truth)
     "studies.engine": (
         "studies.engine",
         "studies.catalogue.schema",
         "studies.catalogue.search_strategy",  # the schema's Search, in a module of its own
+        "studies.catalogue.store_names",  # a run's store name, built in one place
+        "studies.catalogue.reliability",  # how sure a preset's answer is (the schema's Preset holds one)
         "studies.catalogue.tasks",
         "search_space",
         "trainers",
         "storage",
+        "studies.results",
         "reports",
         "common",
     ),

@@ -29,6 +29,7 @@ from trainers.step_batches import batches_of, fixed_shapes, on_device, training_
 from trainers.torch_internals import compiled_graphs
 
 Report = Callable[[int, dict[str, float | int | str | bool]], None]
+VAL_ACCURACY = "val_accuracy"  # the report's validation accuracy: classification searches' first objective
 
 
 @dataclass(frozen=True)
@@ -357,7 +358,7 @@ def _train(model_config: ModelConfig, train_config: TrainConfig, splits, report:
                 )
             metrics = static | {
                 "step": step,
-                "val_accuracy": evaluation.accuracy,
+                VAL_ACCURACY: evaluation.accuracy,
                 "val_count": evaluation.count,
                 "val_loss": evaluation.loss,
                 "train_loss": float(loss_sum) / loss_count,

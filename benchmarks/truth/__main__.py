@@ -19,13 +19,13 @@ from benchmarks.truth.stability import stability
 from benchmarks.truth.table import Table, TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import configurations, knob_effects, significant, true_fronts, true_verdict
 from common.outputs import exit_with
-from reports.results.configurations import knob_text
 from storage import record
+from studies.results.configurations import knob_text
 
 
 def _knobs_text(row: pd.Series, knobs: list[str]) -> str:
     shown = [f"{name}={knob_text(row[name])}" for name in knobs if name != "attention" and knob_text(row[name])]
-    return (f"[{row['point']}] " if isinstance(row["point"], str) else "") + " ".join(shown)
+    return (f"[{row[record.POINT]}] " if isinstance(row[record.POINT], str) else "") + " ".join(shown)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,14 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configs = configurations(table)
     seeds = configs["seeds"].value_counts().sort_index()
-    expected = (table.provenance.get("budget") or {}).get("trials")
+    expected = (table.provenance.get(record.BUDGET) or {}).get("trials")
     print(f"{args.table.name}: {len(table.rows)} of {expected} trials, {len(configs)} configurations", end="")
     print(" (" + ", ".join(f"{count} with {n} seeds" for n, count in seeds.items()) + ")")
     if expected and len(table.rows) < expected:
         print("  partial: the figures below are over the seeds trained so far (python -m benchmarks.truth.build resumes it)")
 
     print("\nTrue fronts (test accuracy, mean over seeds [95% CI], against forward FLOPs per example):")
-    for family, front in true_fronts(configs).groupby("family", sort=False):
+    for family, front in true_fronts(configs).groupby(record.FAMILY, sort=False):
         print(f"  {family}:")
         for _, row in front.iterrows():
             interval = "" if pd.isna(row["test_low"]) else f" [{100 * row['test_low']:.1f}, {100 * row['test_high']:.1f}]"

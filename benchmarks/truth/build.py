@@ -42,7 +42,7 @@ from benchmarks.truth.table import (
 )
 from common.naming import UnknownNameError
 from common.outputs import exit_with
-from storage import StorageURLError, StoreBusyError, open_storage, resolve_storage_url
+from storage import StorageURLError, StoreBusyError, open_storage, record, resolve_storage_url
 from studies.catalogue.schema import Study
 
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table
@@ -65,26 +65,26 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
         How many trials were added.
     """
     space = definition.space_for(definition.preset(TABLE_PRESET))
-    held = {table.configuration_of(row) + (row["seed_index"],) for row in rows_of(optuna_study).to_dict("records")}
+    held = {table.configuration_of(row) + (row[record.SEED_INDEX],) for row in rows_of(optuna_study).to_dict("records")}
     points = {point.label: point for point in definition.points}
     added = 0
     for row in table.rows.to_dict("records"):
-        if table.configuration_of(row) + (row["seed_index"],) in held:
+        if table.configuration_of(row) + (row[record.SEED_INDEX],) in held:
             continue
-        point = points.get(row["point"]) if row["point"] else None
+        point = points.get(row[record.POINT]) if row[record.POINT] else None
         own = set(point.values) if point else set()
         params = {name: row[name] for name in table.knobs if row[name] is not None and name not in own}
         attributes: dict[str, Any] = {
-            "family": row["family"],
+            record.FAMILY: row[record.FAMILY],
             "baseline": bool(row["baseline"]),
-            "seed_index": int(row["seed_index"]),
+            record.SEED_INDEX: int(row[record.SEED_INDEX]),
             "seed": int(row["seed"]),
             IMPORTED_ATTRIBUTE: table_path(optuna_study.study_name).name,
             FINISHED_ATTRIBUTE: row["finished"],
-            "code_version": row["code_version"],
+            record.CODE_VERSION: row[record.CODE_VERSION],
         } | {name: row[name] for name in (*METRICS[1:], *COSTS)}
         if point is not None:
-            attributes |= {"point": point.label, "point_values": dict(point.values)}
+            attributes |= {record.POINT: point.label, record.POINT_VALUES: dict(point.values)}
         curve = {
             int(name.removeprefix(CURVE_PREFIX)): float(value) for name, value in row.items() if name.startswith(CURVE_PREFIX)
         }
@@ -93,7 +93,7 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
                 state=TrialState.COMPLETE,
                 params=params,
                 distributions={name: CategoricalDistribution(space.knobs[name].domain.values) for name in params},
-                values=[float(row["val_accuracy"]), float(row["flops_per_example"])],
+                values=[float(row[record.ACCURACY]), float(row[record.FLOPS])],
                 intermediate_values=curve,
                 user_attrs={name: _plain(value) for name, value in attributes.items() if not _missing(value)},
             )
@@ -112,8 +112,8 @@ def export(optuna_study: optuna.Study, path: Path, study: str) -> int:
     if path.exists():
         held = load(path)
         rows = pd.concat([held.rows, rows], ignore_index=True)
-    key = ["family", "point", *optuna_study.user_attrs.get("search_space", {}), "seed_index"]
-    rows = rows.drop_duplicates(subset=key, keep="first").sort_values(["finished", "seed_index"], kind="stable")
+    key = [record.FAMILY, record.POINT, *optuna_study.user_attrs.get(record.SEARCH_SPACE, {}), record.SEED_INDEX]
+    rows = rows.drop_duplicates(subset=key, keep="first").sort_values(["finished", record.SEED_INDEX], kind="stable")
     write(rows, provenance_of(optuna_study, rows, command(study)), path)
     return len(rows)
 

@@ -57,9 +57,9 @@ from benchmarks.truth.summaries import paired, summary
 from benchmarks.truth.table import Table, TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import configurations, point_truths
 from common.outputs import exit_with, write_atomically
-from reports.results.verdict import Comparison
 from studies.catalogue.schema import Preset, Study
 from studies.engine.options import StudyOptionError, check_trials_cover_families
+from studies.results.verdict import Comparison
 
 # How a row's seeds were drawn and what it is scored against: fresh judging seeds per study seed, a seed of its
 # own for every search trial, the cross-fitted truth (``skill.Referee``), no search at the preset's recipe

@@ -23,10 +23,10 @@ import pandas as pd
 
 from benchmarks.truth.table import Table, TableError
 from benchmarks.truth.truth import configurations, families, true_verdict, truth_frame
-from reports.results.matching import pairings
-from reports.results.statistics import mean_interval
-from reports.results.verdict import Comparison, Headline, verdict
 from storage import record
+from studies.results.matching import pairings
+from studies.results.statistics import mean_interval
+from studies.results.verdict import Comparison, Headline, verdict
 
 
 def seed_sets(table: Table) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -5,7 +5,7 @@
 
 For each true gap and number of fresh seeds, many studies' paired differences are drawn from a normal
 distribution with the truth's paired standard deviation, and each is answered as the verdict answers a
-comparison whose other comparisons are clearly decided (``reports.results.verdict``): "better"/"worse"
+comparison whose other comparisons are clearly decided (``studies.results.verdict``): "better"/"worse"
 where the paired t-test's p is below 0.05 (Holm's last step), "the same" where two one-sided tests' p is
 below 0.05 and no difference was found, else undetermined. Beside it, the rule before 2026-12-05 (Holm
 across the equivalence tests too: the p-value tripled beside two comparisons far from the margin). A gap
@@ -23,8 +23,8 @@ import pandas as pd
 from benchmarks.truth.table import TableError, add_table_arguments, chosen_table, load
 from benchmarks.truth.truth import true_verdict
 from common.outputs import exit_with
-from reports.results.statistics import LEVEL, equivalence_p, paired_test
-from reports.results.verdict import Comparison
+from studies.results.statistics import LEVEL, equivalence_p, paired_test
+from studies.results.verdict import Comparison
 
 GAPS = (0.0, 0.5, 1.0)  # points: level, half the ±1-point margin, at the margin
 SEEDS = (6, 9, 12, 18, 24)

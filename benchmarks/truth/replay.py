@@ -19,7 +19,7 @@ searched more often than it has seeds reads one again: each is counted (``Replay
 judging seeds a replay can draw (``seed_roles.replay_preset``). The sampler's own time (its ``ask``) is measured
 beside the trials' (``Replay.sampler_hours``).
 
-The replay's verdict is the product's own (``reports.results.verdict``) on the replay's trial
+The replay's verdict is the product's own (``studies.results.verdict``) on the replay's trial
 frame, and is scored against the truth (``benchmarks.truth.truth``): the same direction and
 significance per comparison, each family's regret, and the hypervolume of what the search found
 against device-hours. A named point's comparison is scored against the truth's comparison of the
@@ -43,16 +43,16 @@ from benchmarks.truth.scoring import configuration_of, hypervolume, keyed_config
 from benchmarks.truth.seed_roles import SeedRoles, judging_roles
 from benchmarks.truth.table import Table
 from benchmarks.truth.truth import configurations
-from reports.results.frame import configuration, trials_frame
-from reports.results.verdict import Headline, verdict
 from storage import record
 from storage.repeats_study import open_linked_repeats
 from studies.catalogue.schema import Preset, Study
 from studies.catalogue.search_strategy import Search
-from studies.engine.ledger import Ledger
+from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.repeats import plan_repeats
 from studies.engine.sampler import study_sampler
 from studies.engine.trial_config import configuration_flops
+from studies.results.frame import configuration, trials_frame
+from studies.results.verdict import Headline, verdict
 
 
 class ReplayStorage(optuna.storages.InMemoryStorage):
@@ -87,7 +87,7 @@ class Replay:
 
     Attributes:
         seed: The study's seed (its sampler's, and the draws of its search trials' table seeds).
-        frame: Its trial frame (``reports.results.frame.trials_frame``).
+        frame: Its trial frame (``studies.results.frame.trials_frame``).
         headline: Its verdict.
         hypervolume: ``(device-hours, mean over families of the found share of the true hypervolume)``
             after each search trial that ended.
@@ -123,12 +123,12 @@ class _Outcomes:
         self.roles = roles
         self.rows: dict[tuple, dict[int, dict]] = {}
         for row in table.rows.to_dict("records"):
-            self.rows.setdefault(self._key(row["family"], row), {})[int(row["seed_index"])] = row
+            self.rows.setdefault(self._key(row[record.FAMILY], row), {})[int(row[record.SEED_INDEX])] = row
         # Each configuration's time over the seeds every one has, which one build trained under one load: the
         # deciding seeds were trained in other sittings, on a machine more or less busy.
         common = set.intersection(*(set(seeds) for seeds in self.rows.values()))
         self.wall = {
-            key: float(np.median([row["wall_seconds"] for index, row in seeds.items() if index in common]))
+            key: float(np.median([row[record.WALL_SECONDS] for index, row in seeds.items() if index in common]))
             for key, seeds in self.rows.items()
         }
         self.searched: dict[tuple, set[int]] = {}  # configuration -> the seeds its search trials read
@@ -168,7 +168,7 @@ class _Outcomes:
         Raises:
             KeyError: the table has no such configuration (it covers another space).
         """
-        key = self._key(trial.user_attrs["family"], configuration(trial))
+        key = self._key(trial.user_attrs[record.FAMILY], configuration(trial))
         if key not in self.rows:
             raise KeyError(f"the table has no configuration {key}: it does not cover the replayed study's space")
         return key, self.rows[key]
@@ -205,17 +205,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
 
     def ledger(budget: int, asked: optuna.Study = study) -> Ledger:
         return Ledger(
-            asked,
-            search=study,
-            storage=storage,
-            definition=definition,
-            preset=preset,
-            space=space,
-            fix={},
-            seed=seed,
-            run_attributes={},
-            cache_dir="",
-            budget=budget,
+            LedgerStore(asked, storage, search=study), Asking(definition, preset, space, budget, seed=seed), TrialSetup("")
         )
 
     truth = _TrueHypervolume(configurations(table), table.knobs)
@@ -287,10 +277,10 @@ def _simulate(
     while True:
         while len(running) < slots:
             with stopwatch.timing():
-                config = ledger.ask(f"replay-{len(ledger.study.trials)}")
-            if config is None:
+                spec = ledger.ask(f"replay-{len(ledger.study.trials)}")
+            if spec is None:
                 break
-            number = config["number"]
+            number = spec.number
             trial = ledger.study.get_trials(deepcopy=False)[number]
             key, seeds = outcomes.of(trial)
             row = seeds[outcomes.seed_of(key, trial.user_attrs.get(record.REPEAT_INDEX), rng)]
@@ -335,7 +325,7 @@ class _TrueHypervolume:
         }
         self.whole = {
             family: hypervolume([v for k, v in self.truth.items() if k[0] == family], self.reference)
-            for family in configs["family"].unique()
+            for family in configs[record.FAMILY].unique()
         }
 
     def found_share(self, study: optuna.Study, outcomes: _Outcomes) -> float:

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.truth.truth import variant_key
-from reports.results.verdict import Comparison, Headline
 from storage import record
+from studies.results.verdict import Comparison, Headline
 
 
 def configuration_of(family: str, values: Mapping[str, Any], knobs: list[str]) -> tuple:
@@ -22,7 +22,7 @@ def configuration_of(family: str, values: Mapping[str, Any], knobs: list[str]) -
 
 def keyed_configurations(configs: pd.DataFrame, knobs: list[str]) -> dict[tuple, pd.Series]:
     """Configurations by their key (``configuration_of``)."""
-    return {configuration_of(row["family"], row, knobs): row for _, row in configs.iterrows()}
+    return {configuration_of(row[record.FAMILY], row, knobs): row for _, row in configs.iterrows()}
 
 
 def hypervolume(points: list[tuple[float, float]], reference: tuple[float, float]) -> float:
@@ -93,8 +93,8 @@ def agreement(
         concludes[label] = got is not None and same_conclusion(expected, got)
         sign[label] = got is not None and _same_direction(expected, got)
         if got is not None:
-            chosen = configuration_of(got.candidate["family"], got.candidate, knobs)
-            best = configuration_of(expected.candidate["family"], expected.candidate, knobs)
+            chosen = configuration_of(got.candidate[record.FAMILY], got.candidate, knobs)
+            best = configuration_of(expected.candidate[record.FAMILY], expected.candidate, knobs)
             regret[label] = 100 * (true_values.get(best, math.nan) - true_values.get(chosen, math.nan))
     return Agreement(all(per_label.values()), per_label, concludes, regret, sign)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from benchmarks.truth.table import Table
+from storage import record
 from studies.catalogue.schema import Preset
 
 
@@ -64,7 +65,7 @@ def seed_pool(table: Table, repeats: int) -> SeedPool:
     """
     seeds_of: dict[tuple, set[int]] = {}
     for row in table.rows.to_dict("records"):
-        seeds_of.setdefault(table.configuration_of(row), set()).add(int(row["seed_index"]))
+        seeds_of.setdefault(table.configuration_of(row), set()).add(int(row[record.SEED_INDEX]))
     common = set.intersection(*seeds_of.values()) if seeds_of else set()
     if len(common) < 2:
         raise ValueError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")

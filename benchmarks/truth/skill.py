@@ -38,11 +38,11 @@ from benchmarks.truth.scoring import agreement
 from benchmarks.truth.seed_roles import judging_roles
 from benchmarks.truth.table import Table
 from benchmarks.truth.truth import families, truth_frame
-from reports.results.matching import matched
-from reports.results.verdict import Headline, verdict
 from search_space.knobs import TRAINING_KNOBS
 from storage import record
 from studies.catalogue.schema import Preset
+from studies.results.matching import matched
+from studies.results.verdict import Headline, verdict
 
 NO_SEARCH = "no search: a random in-band configuration per family"
 ABSTAIN = "always abstain"
@@ -143,7 +143,7 @@ def no_search_verdict(
     rng = np.random.default_rng([seed, 2])
     at_recipe = pd.Series(True, index=configs.index)
     for name, value in recipe.items():
-        at_recipe &= configs["point"].notna() | (configs[name] == value)
+        at_recipe &= configs[record.POINT].notna() | (configs[name] == value)
     judged = configs[at_recipe & configs["test_by_seed"].map(lambda seeds: set(judging) <= set(seeds))]
     baselines = judged[judged["baseline"].astype(bool)]
     baselines = baselines[[matched(flops / reference) for flops in baselines[record.FLOPS]]]
@@ -153,7 +153,7 @@ def no_search_verdict(
     near = judged[[matched(flops / baseline[record.FLOPS]) for flops in judged[record.FLOPS]]]
     picks = [baseline]
     others = near[~near["baseline"].astype(bool)]
-    for _, group in others.groupby([others["family"], others["point"].fillna("")], sort=False):
+    for _, group in others.groupby([others[record.FAMILY], others[record.POINT].fillna("")], sort=False):
         picks.append(group.iloc[rng.integers(len(group))])
     chosen = pd.DataFrame(picks).reset_index(drop=True)
     held = set().union(*map(set, chosen["test_by_seed"]))

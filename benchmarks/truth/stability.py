@@ -19,8 +19,9 @@ import pandas as pd
 
 from benchmarks.truth.table import Table
 from benchmarks.truth.truth import true_verdict
-from reports.results.statistics import paired_power, seeds_for_power
-from reports.results.verdict import Comparison
+from storage import record
+from studies.results.statistics import paired_power, seeds_for_power
+from studies.results.verdict import Comparison
 
 STABLE_SHARE = 0.95  # a conclusion is stable when at least this share of bootstrap resamples, and every leave-one-out, keeps it
 
@@ -47,7 +48,7 @@ class Stability:
     """One comparison of the truth and how far it can be trusted.
 
     Attributes:
-        comparison: The truth's comparison (``reports.results.verdict.Comparison``).
+        comparison: The truth's comparison (``studies.results.verdict.Comparison``).
         deviation: The paired differences' standard deviation over its seeds (points).
         power: The paired t-test's power to find its observed difference at its seeds, at Holm's
             first step (the level divided by the comparisons).
@@ -84,7 +85,7 @@ def with_seeds(table: Table, draws: Sequence[int]) -> Table:
     counts twice); a configuration keeps the draws it has."""
     parts = []
     for new, old in enumerate(draws):
-        part = table.rows[table.rows["seed_index"] == old]
+        part = table.rows[table.rows[record.SEED_INDEX] == old]
         parts.append(part.assign(seed_index=new))
     return replace(table, rows=pd.concat(parts, ignore_index=True))
 
@@ -94,7 +95,7 @@ def seed_strata(table: Table) -> list[list[int]]:
     has; seeds only the deciding configurations have), each stratum in order."""
     keys = [table.configuration_of(row) for row in table.rows.to_dict("records")]
     having: dict[int, set] = {}
-    for key, index in zip(keys, table.rows["seed_index"].astype(int), strict=True):
+    for key, index in zip(keys, table.rows[record.SEED_INDEX].astype(int), strict=True):
         having.setdefault(index, set()).add(key)
     strata: dict[frozenset, list[int]] = {}
     for index in sorted(having):

@@ -13,7 +13,7 @@ from scipy.stats import binomtest, wilcoxon
 from benchmarks.resolution import wilson_interval
 from benchmarks.truth.scoring import area_under, hours_to
 from benchmarks.truth.skill import REFERENCES, skill, skill_interval
-from reports.results.statistics import holm
+from studies.results.statistics import holm
 
 HYPERVOLUME_SHARE = 0.95
 

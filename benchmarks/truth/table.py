@@ -43,29 +43,29 @@ from optuna.trial import TrialState
 
 from common.naming import UnknownNameError
 from common.outputs import write_atomically
-from reports.results.frame import configuration
 from search_space.space import Value
 from storage import record
 from studies.catalogue import STUDIES, get_study
 from studies.catalogue.schema import Study
+from studies.results.frame import configuration
 from studies.run import parse_knob_value
 
 TABLES_DIR = Path(__file__).resolve().parent
 TABLE_PRESET = "table"  # the preset that trains a study's table (``Preset.exhaustive_seeds``)
 CURVE_PREFIX = "val_accuracy_at_"
 FINISHED_ATTRIBUTE = "table_finished"  # user attribute: when a trial added from a table first finished
-METRICS = ("val_accuracy", "test_accuracy", "val_loss", "test_loss", "train_loss")
-REQUIRED = ("val_accuracy", "test_accuracy", "flops_per_example", "wall_seconds")  # cells every row must hold
+METRICS = (record.ACCURACY, record.TEST_ACCURACY, record.VAL_LOSS, record.TEST_LOSS, record.TRAIN_LOSS)
+REQUIRED = (record.ACCURACY, record.TEST_ACCURACY, record.FLOPS, record.WALL_SECONDS)  # cells every row must hold
 COSTS = (
-    "flops_per_example",
+    record.FLOPS,
     "parameters",
-    "attention_parameters",
-    "peak_memory_bytes",
-    "examples_per_s",
-    "wall_seconds",
+    record.ATTENTION_PARAMETERS,
+    record.PEAK_MEMORY_BYTES,
+    record.EXAMPLES_PER_S,
+    record.WALL_SECONDS,
     "device",
 )
-TEXT_COLUMNS = ("family", "device", "code_version", "finished")
+TEXT_COLUMNS = (record.FAMILY, "device", record.CODE_VERSION, "finished")
 PACKAGES = ("torch", "optuna", "ray", "numpy", "pandas", "datasets", "damcha-studies")
 
 
@@ -118,7 +118,7 @@ class Table:
 
     def configuration_of(self, row: Mapping[str, Any]) -> tuple:
         """A row's configuration as a hashable key: its family, point and knob values."""
-        return (row["family"], row["point"], *(row[name] for name in self.knobs))
+        return (row[record.FAMILY], row[record.POINT], *(row[name] for name in self.knobs))
 
 
 def table_path(store_name: str) -> Path:
@@ -175,7 +175,7 @@ def rows_of(study: optuna.Study) -> pd.DataFrame:
         trials are not results and are left out. A trial added from a table keeps the time it
         first finished (Optuna stamps the time it was added).
     """
-    knobs = list(study.user_attrs.get("search_space", {}))
+    knobs = list(study.user_attrs.get(record.SEARCH_SPACE, {}))
     rows = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         attributes = trial.user_attrs
@@ -183,19 +183,19 @@ def rows_of(study: optuna.Study) -> pd.DataFrame:
             continue
         values = configuration(trial)
         row = {
-            "family": attributes.get("family"),
+            record.FAMILY: attributes.get(record.FAMILY),
             "baseline": bool(attributes.get("baseline")),
-            "point": attributes.get(record.POINT),
+            record.POINT: attributes.get(record.POINT),
         }
         row |= {name: values.get(name) for name in knobs}
-        row |= {"seed_index": attributes[record.SEED_INDEX], "seed": attributes.get("seed")}
+        row |= {record.SEED_INDEX: attributes[record.SEED_INDEX], "seed": attributes.get("seed")}
         row |= {f"{CURVE_PREFIX}{step}": value for step, value in sorted(trial.intermediate_values.items())}
-        row |= {"val_accuracy": trial.values[0]} | {name: attributes.get(name) for name in METRICS[1:] + COSTS}
+        row |= {record.ACCURACY: trial.values[0]} | {name: attributes.get(name) for name in METRICS[1:] + COSTS}
         finished = attributes.get(FINISHED_ATTRIBUTE) or trial.datetime_complete.replace(tzinfo=UTC).isoformat(timespec="seconds")
-        row |= {"code_version": attributes.get("code_version"), "finished": finished}
+        row |= {record.CODE_VERSION: attributes.get(record.CODE_VERSION), "finished": finished}
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for name in ("point", *knobs):  # knob values keep their types (4, not 4.0; "full"); absent ones are None
+    for name in (record.POINT, *knobs):  # knob values keep their types (4, not 4.0; "full"); absent ones are None
         if name in frame:
             frame[name] = pd.Series([row[name] for row in rows], index=frame.index, dtype=object)
     return frame
@@ -222,12 +222,12 @@ def provenance_of(study: optuna.Study, rows: pd.DataFrame, command: str) -> dict
         "question": attributes.get("question"),
         "preset": attributes.get("preset"),
         "task": attributes.get("task"),
-        "budget": attributes.get("budget"),
-        "search_space": attributes.get("search_space"),
-        "knobs": list(attributes.get("search_space", {})),
+        record.BUDGET: attributes.get(record.BUDGET),
+        record.SEARCH_SPACE: attributes.get(record.SEARCH_SPACE),
+        "knobs": list(attributes.get(record.SEARCH_SPACE, {})),
         "seeds": "run i of every configuration trains on seed 80000 + i (--seed 0)",
         "rows": len(rows),
-        "code_versions": sorted(set(rows["code_version"].dropna())) if len(rows) else [],
+        "code_versions": sorted(set(rows[record.CODE_VERSION].dropna())) if len(rows) else [],
         "first_finished": rows["finished"].min() if len(rows) else None,
         "last_finished": rows["finished"].max() if len(rows) else None,
         "written": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -260,13 +260,15 @@ def load(path: Path) -> Table:
     if not isinstance(provenance, dict) or not isinstance(provenance.get("knobs"), list):
         raise TableError(f"{path.with_suffix('.json')} is not a table's provenance: it lists no knobs (write it with --export)")
     knobs = provenance["knobs"]
-    missing = [name for name in ("family", "baseline", "point", "seed_index", *knobs, *REQUIRED) if name not in rows]
+    missing = [
+        name for name in (record.FAMILY, "baseline", record.POINT, record.SEED_INDEX, *knobs, *REQUIRED) if name not in rows
+    ]
     if missing:
         raise TableError(f"{path} is not a truth table: it has no column {', '.join(missing)}")
     for name in rows:
         if name == "baseline":
             rows[name] = rows[name] == "True"
-        elif name in ("point", *knobs):  # knob values keep their types: 4, 1e-3, "full"; None where absent
+        elif name in (record.POINT, *knobs):  # knob values keep their types: 4, 1e-3, "full"; None where absent
             rows[name] = pd.Series([_value(cell) for cell in rows[name]], index=rows.index, dtype=object)
         elif name in TEXT_COLUMNS:
             rows[name] = pd.Series([cell or None for cell in rows[name]], index=rows.index, dtype=object)
@@ -287,7 +289,7 @@ def _check_cells(rows: pd.DataFrame, path: Path) -> None:
         TableError: the first row that does not, by its line in the file.
     """
     curve = [name for name in rows if name.startswith(CURVE_PREFIX)]
-    for name in ("family", "seed_index", *REQUIRED, *curve):
+    for name in (record.FAMILY, record.SEED_INDEX, *REQUIRED, *curve):
         empty = rows[name].isna()
         if empty.any():
             line = int(empty.idxmax()) + 2  # the header is line 1
@@ -296,14 +298,14 @@ def _check_cells(rows: pd.DataFrame, path: Path) -> None:
                 "from its store (python -m benchmarks.truth.build --export)"
             )
     ranges = [(name, 0, 1) for name in (*METRICS[:2], *curve)]
-    ranges += [("flops_per_example", 1, math.inf), ("wall_seconds", 0, math.inf)]
+    ranges += [(record.FLOPS, 1, math.inf), (record.WALL_SECONDS, 0, math.inf)]
     for name, low, high in ranges:
         values = rows[name]
         bad = ~values.between(low, high)
         if bad.any():
             line = int(bad.idxmax()) + 2
             raise TableError(f"{path}, line {line}: {name} = {values[bad].iloc[0]} lies outside [{low}, {high}]")
-    seeds = rows["seed_index"]
+    seeds = rows[record.SEED_INDEX]
     if ((seeds < 0) | (seeds != seeds.round())).any():
         line = int(((seeds < 0) | (seeds != seeds.round())).idxmax()) + 2
         raise TableError(f"{path}, line {line}: seed_index must be a whole number from 0, got {seeds[line - 2]}")

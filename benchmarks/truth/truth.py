@@ -3,9 +3,9 @@ matched-cost verdict and each knob's true effect per family.
 
 A configuration's true value is its mean over the table's seeds. The truth is judged as a study
 is (``docs/verdict.md``), by the product's own rules: configurations are selected by their mean
-validation accuracy, compared at matched cost (``reports.results.matching``) and judged on the
+validation accuracy, compared at matched cost (``studies.results.matching``) and judged on the
 held-out test split, each of the table's seeds a shared seed of the paired t-test, Holm-corrected
-(``reports.results.verdict``). ``truth_frame`` builds the trial frame that verdict reads.
+(``studies.results.verdict``). ``truth_frame`` builds the trial frame that verdict reads.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.truth.table import Table
-from reports.results.fronts import family_fronts
-from reports.results.names import FAMILIES_ATTRIBUTE, KNOBS_ATTRIBUTE, QUALITY_ATTRIBUTE, SCORE
-from reports.results.quality import QUALITIES
-from reports.results.statistics import mean_interval
-from reports.results.verdict import Comparison, Headline, verdict
 from storage import record
+from studies.results.fronts import family_fronts
+from studies.results.names import FAMILIES_ATTRIBUTE, KNOBS_ATTRIBUTE, QUALITY_ATTRIBUTE, SCORE
+from studies.results.quality import QUALITIES
+from studies.results.statistics import mean_interval
+from studies.results.verdict import Comparison, Headline, verdict
 
-CONFIGURATION_COLUMNS = ("family", "point")  # with the knobs: what identifies a configuration
+CONFIGURATION_COLUMNS = (record.FAMILY, record.POINT)  # with the knobs: what identifies a configuration
 
 
 def configurations(table: Table) -> pd.DataFrame:
@@ -54,18 +54,18 @@ def configurations(table: Table) -> pd.DataFrame:
                 record.TEST_ACCURACY: float(tests.mean()),
                 "test_low": low,
                 "test_high": high,
-                "val_by_seed": dict(zip(group["seed_index"].astype(int), group[record.ACCURACY].astype(float), strict=True)),
-                "test_by_seed": dict(zip(group["seed_index"].astype(int), tests, strict=True)),
+                "val_by_seed": dict(zip(group[record.SEED_INDEX].astype(int), group[record.ACCURACY].astype(float), strict=True)),
+                "test_by_seed": dict(zip(group[record.SEED_INDEX].astype(int), tests, strict=True)),
                 record.FLOPS: float(first[record.FLOPS]),
                 "parameters": int(first["parameters"]),
-                "wall_seconds": float(group["wall_seconds"].median()),
+                record.WALL_SECONDS: float(group[record.WALL_SECONDS].median()),
             }
         )
     return pd.DataFrame(records)
 
 
 def truth_frame(configs: pd.DataFrame, knobs: list[str], families: list[str]) -> pd.DataFrame:
-    """The truth as a trial frame (``reports.results.frame.trials_frame``'s columns and attributes), so
+    """The truth as a trial frame (``studies.results.frame.trials_frame``'s columns and attributes), so
     that the product's verdict reads it as it reads a study: each configuration one search run valued
     at its mean validation accuracy, each of its table seeds a fresh-seed repeat (index = seed + 1).
 
@@ -77,9 +77,10 @@ def truth_frame(configs: pd.DataFrame, knobs: list[str], families: list[str]) ->
     rows = []
     for number, config in configs.iterrows():
         common = {name: config[name] for name in (*CONFIGURATION_COLUMNS, *knobs, "baseline", record.FLOPS, "parameters")}
-        common |= {"state": "COMPLETE", "examples_per_s": float("nan"), "wall_seconds": config["wall_seconds"]}
+        common |= {"state": "COMPLETE", record.EXAMPLES_PER_S: float("nan"), record.WALL_SECONDS: config[record.WALL_SECONDS]}
         rows.append(
-            common | {"number": int(number), record.ACCURACY: config[record.ACCURACY], "repeat_of": None, "repeat_index": None}
+            common
+            | {"number": int(number), record.ACCURACY: config[record.ACCURACY], record.REPEAT_OF: None, record.REPEAT_INDEX: None}
         )
         for index, value in config["test_by_seed"].items():
             rows.append(
@@ -88,8 +89,8 @@ def truth_frame(configs: pd.DataFrame, knobs: list[str], families: list[str]) ->
                     "number": len(configs) + len(rows),
                     record.ACCURACY: config["val_by_seed"][index],
                     record.TEST_ACCURACY: value,
-                    "repeat_of": int(number),
-                    "repeat_index": index + 1,
+                    record.REPEAT_OF: int(number),
+                    record.REPEAT_INDEX: index + 1,
                 }
             )
     frame = pd.DataFrame(rows)
@@ -115,14 +116,14 @@ def point_truths(table: Table) -> dict[tuple, Comparison]:
     """
     configs = configurations(table)
     found: dict[tuple, Comparison] = {}
-    points = configs[configs["point"].notna()]
+    points = configs[configs[record.POINT].notna()]
     for _, variant in points.iterrows():
-        others = configs[(configs["point"] != variant["point"]) | configs["point"].isna()]
+        others = configs[(configs[record.POINT] != variant[record.POINT]) | configs[record.POINT].isna()]
         alone = pd.concat([others, variant.to_frame().T], ignore_index=True)
         headline = verdict(truth_frame(alone, table.knobs, families(table)))
-        comparison = next((c for c in headline.comparisons if c.family == variant["point"]), None)
+        comparison = next((c for c in headline.comparisons if c.family == variant[record.POINT]), None)
         if comparison is not None:
-            found[variant_key(str(variant["point"]), variant, table.knobs)] = comparison
+            found[variant_key(str(variant[record.POINT]), variant, table.knobs)] = comparison
     return found
 
 
@@ -134,7 +135,7 @@ def variant_key(point: str, values: Mapping[str, object], knobs: list[str]) -> t
 def true_fronts(configs: pd.DataFrame) -> pd.DataFrame:
     """Each family's configurations on its own Pareto front of true test accuracy against FLOPs, cheapest first."""
     frame = configs.assign(state="COMPLETE", **{SCORE: configs[record.TEST_ACCURACY]})
-    return configs[family_fronts(frame)].sort_values(["family", record.FLOPS], kind="stable")
+    return configs[family_fronts(frame)].sort_values([record.FAMILY, record.FLOPS], kind="stable")
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def knob_effects(configs: pd.DataFrame, knobs: list[str]) -> list[KnobEffect]:
     """Each knob's true effect per family: configurations that differ in that knob alone, compared
     seed by seed (the ``i``-th seed is shared), between each value and the knob's first value."""
     effects = []
-    for family, group in configs[configs["point"].isna()].groupby("family", sort=False):
+    for family, group in configs[configs[record.POINT].isna()].groupby(record.FAMILY, sort=False):
         present = [k for k in knobs if group[k].notna().all() and group[k].nunique() > 1]
         for knob in present:
             others = [k for k in present if k != knob]
@@ -200,7 +201,7 @@ def knob_effects(configs: pd.DataFrame, knobs: list[str]) -> list[KnobEffect]:
 def families(table: Table) -> list[str]:
     """The table's family labels, the baseline's first, then as the table lists them."""
     rows = table.rows.sort_values("baseline", ascending=False, kind="stable")
-    return list(dict.fromkeys(rows["family"]))
+    return list(dict.fromkeys(rows[record.FAMILY]))
 
 
 def significant(interval: tuple[float, float]) -> bool:

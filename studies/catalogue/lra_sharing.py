@@ -10,7 +10,8 @@ from dataclasses import replace
 from search_space.knobs import KNOBS, RULES
 from search_space.space import SearchSpace
 from studies.catalogue.families import ACCURACY_AND_FLOPS, AUTHORS, DAMCHA_FAMILIES, MHA
-from studies.catalogue.schema import DecidingSeeds, Preset, Reliability, Study, choices
+from studies.catalogue.reliability import Reliability
+from studies.catalogue.schema import DecidingSeeds, Preset, Study, choices
 from studies.catalogue.search_strategy import NSGA2_WITH_ASHA
 from studies.catalogue.tasks import ListOpsTask
 from trainers.data.listops import ListOpsSpec

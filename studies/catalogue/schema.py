@@ -9,7 +9,9 @@ from dataclasses import dataclass, replace
 from common.naming import lookup
 from search_space.knobs import TRAINING_KNOBS
 from search_space.space import Choice, Domain, SearchSpace, Value
+from studies.catalogue.reliability import Reliability
 from studies.catalogue.search_strategy import Search
+from studies.catalogue.store_names import versioned_name
 from studies.catalogue.tasks import TASKS, Objective, Task
 from trainers.train import TrainConfig
 
@@ -17,57 +19,6 @@ from trainers.train import TrainConfig
 def choices(**values: tuple[Value, ...]) -> dict[str, Domain]:
     """A preset's searched domains written as data: ``choices(d_model=(32, 64))`` is ``{"d_model": Choice((32, 64))}``."""
     return {name: Choice(tuple(options)) for name, options in values.items()}
-
-
-@dataclass(frozen=True)
-class Reliability:
-    """How often a study of a preset answers as its truth table does, and how much of that its search earns,
-    measured by replays of the table (``benchmarks.truth.compare``): what a run prints beside its verdict
-    (docs/truth.md).
-
-    Attributes:
-        trials: The search budget the replays ran (a run with another ``--trials`` is not covered).
-        replays: How many studies were replayed.
-        right: The share that is right (``benchmarks.truth.skill``: every comparison the cross-fitted truth
-            decides decided alike, none it leaves open answered wrongly), with its 95% Wilson interval.
-        no_search: The same share for a study that searches nothing, on the same study seeds.
-        skill: The skill over no search, ``(right - no_search) / (1 - no_search)``, with its 95% paired
-            bootstrap interval.
-        cannot_tell: What the replays cannot establish (a comparison the truth leaves open, with its
-            out-of-sample gap).
-        how: When and how it was measured.
-    """
-
-    trials: int
-    replays: int
-    right: tuple[float, float, float]
-    no_search: float
-    skill: tuple[float, float, float]
-    cannot_tell: str
-    how: str
-
-    def sentence(self, trials: int) -> str:
-        """The line a run of ``trials`` search trials prints beside its verdict."""
-        share = "{:.0%} [{:.0%}, {:.0%}]".format
-        said = (
-            f"How sure: replayed {self.replays} times on the truth table (docs/truth.md), a study of this preset at "
-            f"{self.trials} trials is right (it decides as the cross-fitted truth decides and answers nothing it "
-            f"leaves open wrongly) in {share(*self.right)} of studies (95% Wilson interval); one that searches nothing "
-            f"(a random configuration per family in the cost band) in {self.no_search:.0%}: skill over no search "
-            "{:+.2f} [{:+.2f}, {:+.2f}]; always abstaining is right in none. ".format(*self.skill)
-            + f"It cannot tell {self.cannot_tell}. Measured {self.how}."
-        )
-        if trials != self.trials:
-            said += f" This run searches {trials} trials, a budget those replays did not measure."
-        return said
-
-
-NOT_MEASURED = "How sure: not measured: no truth table covers this study's space and preset (docs/truth.md)."
-PLUMBING_PRESET = "smoke"  # every study's: a whole study in about a minute, what the tests run
-PLUMBING_CHECK = (
-    "How sure: not at all: the smoke preset is a plumbing check (a few short trials of small models on a small "
-    "task): its figures test the code, never the methods; run the quick preset for an answer."
-)
 
 
 @dataclass(frozen=True)
@@ -303,8 +254,8 @@ class Study:
         return lookup(self.presets, self.default_preset if name is None else name, "preset")
 
     def store_name(self, preset: str) -> str:
-        """The stable Optuna study name: re-running the same command resumes it."""
-        return f"{self.name}-{preset}-v{self.version}"
+        """The stable Optuna study name of a preset's run (``store_names.versioned_name``)."""
+        return versioned_name(self.name, preset, self.version)
 
     def space_for(self, preset: Preset) -> SearchSpace:
         """The search space narrowed to the families' values of the knobs every family sets
@@ -369,7 +320,7 @@ class Study:
 class Suite:
     """A named suite: one question asked on several tasks (the same families, knobs and budget
     on each), answered by one report with a per-task table and the cross-task average, as
-    LRA reports it (``studies.engine.suite.run_suite`` runs it). Each task is a study of its own,
+    LRA reports it (``studies.engine.suite_runner.run_suite`` runs it). Each task is a study of its own,
     with its own store name.
 
     Attributes:
@@ -401,4 +352,4 @@ class Suite:
 
     def report_name(self, preset: str) -> str:
         """The name of the suite's report (its studies keep their own store names)."""
-        return f"{self.name}-{preset}-v{self.version}"
+        return versioned_name(self.name, preset, self.version)

@@ -29,9 +29,13 @@ class Search:
             half of them stops: the cheapest never does). ``Preset.grace_steps`` at the last step
             turns a rule off too.
         in_band: A family other than the baseline draws its trials among its configurations whose
-            analytic FLOPs lie within the verdict's cost band (``reports.results.matching.COST_BAND``)
+            analytic FLOPs lie within the verdict's cost band (``studies.results.matching.COST_BAND``)
             of the best baseline configuration its sampler's view holds, while one there is untried:
             the search spends its trials where the matched-cost comparison selects. Needs ``untried``.
+        matchable: A family other than the baseline draws its trials, before and after the band above, among
+            its configurations within the cost band of some configuration of the baseline's (while one is
+            untried): a configuration no baseline can match in cost is never searched, so a family's best is
+            never left "not matched in cost" by the space's design. Needs ``in_band``.
 
     Raises:
         ValueError: an unknown sampler or rule; NSGA-II per family; TPE with early stopping;
@@ -43,6 +47,7 @@ class Search:
     untried: bool = True
     stopping_rule: str = "median"
     in_band: bool = True
+    matchable: bool = False
 
     def __post_init__(self) -> None:
         """Only the samplers and rules this product knows, in combinations that run."""
@@ -56,6 +61,8 @@ class Search:
             raise ValueError("search: multi-objective TPE cannot read trials stopped early (optuna#5260): use rule 'none'")
         if self.in_band and not self.untried:  # the band is drawn from the family's configurations, which untried lists
             raise ValueError("search: in_band draws among a family's untried configurations: set untried=True too")
+        if self.matchable and not self.in_band:  # it needs the configurations' FLOPs, which in_band has the sampler given
+            raise ValueError("search: matchable draws by the configurations' FLOPs as in_band does: set in_band=True too")
 
     def stops_early(self, grace_steps: int, steps: int) -> bool:
         """Whether a searched trial may stop before ``steps``: a rule, and a grace period that ends first."""
@@ -69,6 +76,8 @@ class Search:
             words.append("no configuration twice while one is left")
         if self.in_band:
             words.append("the other families within the best baseline's cost band")
+        if self.matchable:
+            words.append("only configurations some baseline configuration matches in cost")
         if not self.stops_early(grace_steps, steps):
             words.append("none stopped early")
         else:

@@ -38,6 +38,7 @@ from trainers.data.listops import ListOpsSpec, mean_length
 from trainers.data.lra_files import DataFileError, data_root
 from trainers.data.recall import RecallSpec
 from trainers.data.tokenize import BYTE_VOCAB_SIZE, LISTOPS_VOCABULARY, PIXEL_VOCAB_SIZE
+from trainers.train import VAL_ACCURACY
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Objective:
         return max(values) if self.direction == "maximize" else min(values)
 
 
-ACCURACY = Objective("val_accuracy", "maximize")
+ACCURACY = Objective(VAL_ACCURACY, "maximize")
 BITS_PER_BYTE = Objective("val_bits_per_byte", "minimize")
 LANGUAGE_MODEL_EMBEDDING_STD = 0.02  # GPT-2's: first logits near zero, first loss near log V (``ModelConfig.embedding_std``)
 

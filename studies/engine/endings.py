@@ -9,11 +9,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from reports.results.names import INFEASIBLE
 from storage import record
 from studies.catalogue.tasks import Objective
-from studies.engine.failures import failure_of
 from studies.engine.sampler import tell_infeasible
+from studies.engine.trial_errors import failure_of
+from studies.results.names import outcome_name
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class Ending:
 
     @property
     def outcome(self) -> str:
-        """What the progress line and the summary count it as."""
-        return INFEASIBLE if self.infeasible else self.state.name
+        """What the progress line and the summary count it as (``names.outcome_name``)."""
+        return outcome_name(self.state.name, bool(self.infeasible))
 
     def attribute(self) -> dict[str, Any]:
         """Plain data for the trial's ``ending`` attribute."""
@@ -114,7 +114,7 @@ class FinishedTrial:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TrialEnd:
     """What a trial's end says, before the ledger records it.
 
     Attributes:
@@ -129,15 +129,15 @@ class Outcome:
     retry: bool = False
 
 
-def outcome_of(
+def trial_end(
     last: Mapping[str, Any], error: str | None, exception: BaseException | None, objectives: Sequence[Objective]
-) -> Outcome:
+) -> TrialEnd:
     """How a trial ended, from its last report and its error.
 
     Args:
         last: Its last report (empty: it reported nothing).
         error: What its exception says (traceback included), or None when it ended without one.
-        exception: The exception, as Ray Tune kept it (``studies.engine.failures.failure_of`` reads it).
+        exception: The exception, as Ray Tune kept it (``studies.engine.trial_errors.failure_of`` reads it).
         objectives: The study's objectives, whose values a complete trial's final report holds.
     """
     attributes: dict[str, Any] = {name: last[name] for name in record.REPORTED if name in last}
@@ -149,9 +149,9 @@ def outcome_of(
         attributes[record.ERROR] = f"{first}; {failure.fix}{newline}{rest}" if failure.fix else error
         if failure.diverged_at_step is not None:
             attributes[record.DIVERGED_AT_STEP] = failure.diverged_at_step
-        return Outcome(Ending(TrialState.FAIL, infeasible=failure.infeasible), attributes, failure.retry)
+        return TrialEnd(Ending(TrialState.FAIL, infeasible=failure.infeasible), attributes, failure.retry)
     if last.get("final"):
-        return Outcome(Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in objectives)), attributes)
+        return TrialEnd(Ending(TrialState.COMPLETE, tuple(float(last[o.metric]) for o in objectives)), attributes)
     if "step" in last:
-        return Outcome(Ending(TrialState.PRUNED), attributes | {record.PRUNED_AT_STEP: int(last["step"])})
-    return Outcome(Ending(TrialState.FAIL), attributes | {record.ERROR: "stopped before its first report"})
+        return TrialEnd(Ending(TrialState.PRUNED), attributes | {record.PRUNED_AT_STEP: int(last["step"])})
+    return TrialEnd(Ending(TrialState.FAIL), attributes | {record.ERROR: "stopped before its first report"})

@@ -11,8 +11,10 @@ configuration the family has tried while one it has not is left: a finite space 
 without replacement, and a family whose space is smaller than its budget is searched whole.
 With their costs given too (``cost``), a family other than the baseline draws among its untried
 configurations within the verdict's cost band of the best baseline trial it can see
-(``reports.results.matching``), while one is left there: FLOPs are analytic, so the band is known
-before a trial trains, and trials outside it are ones no matched-cost comparison selects.
+(``studies.results.matching``), while one is left there: FLOPs are analytic, so the band is known
+before a trial trains, and trials outside it are ones no matched-cost comparison selects. With ``matchable``,
+it never draws (while one is left) a configuration outside the band of every baseline configuration: one that
+no comparison could match in cost.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from reports.results.matching import matched
 from search_space.space import SearchSpace, Value
 from storage import record
 from studies.catalogue.schema import Study
 from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
 from studies.engine.views import in_family_view
+from studies.results.matching import matched
 
 RELATIVE_RESAMPLES = 3  # proposals of a model-based sampler before an untried configuration is drawn at random
 
@@ -63,6 +65,8 @@ class FamilySampler(optuna.samplers.BaseSampler):
             known). A trial of another family than the baseline then takes an untried configuration within
             the cost band of the best complete baseline search trial told so far, while one is left there.
         baseline: The baseline family's label.
+        matchable: With ``cost``: a trial of another family than the baseline takes an untried configuration
+            within the cost band of some configuration of the baseline's, while one is left.
     """
 
     def __init__(
@@ -74,9 +78,11 @@ class FamilySampler(optuna.samplers.BaseSampler):
         untried: Mapping[str, Sequence[Mapping[str, Value]]] | None = None,
         cost: Callable[[Mapping[str, Value]], float | None] | None = None,
         baseline: str | None = None,
+        matchable: bool = False,
     ) -> None:
         self._make, self._seed, self._per_family = make, seed, per_family
         self._untried, self._cost, self._baseline = untried, cost, baseline
+        self._baseline_costs = self._costs_of(baseline) if matchable else None
         self._samplers: dict[str | None, optuna.samplers.BaseSampler] = {}
         self._rng = np.random.default_rng(seed)
 
@@ -106,11 +112,23 @@ class FamilySampler(optuna.samplers.BaseSampler):
             if not any(all(params.get(k) == v for k, v in config.items()) for params in taken)
             and all(config[k] == v for k, v in chosen.items() if k in config)
         ]
+        if self._baseline_costs is not None and _family(trial) != self._baseline and record.POINT not in trial.user_attrs:
+            open_ = [config for config in open_ if self._matchable(config)] or open_  # all tried: the family's others
         reference = self._band_reference(study, trial)
         if reference is None:
             return open_
         in_band = [config for config in open_ if (flops := self._cost(config)) is not None and matched(flops / reference)]
         return in_band or open_  # the band's configurations all tried: the family's others
+
+    def _costs_of(self, family: str | None) -> list[float]:
+        """The FLOPs of each of ``family``'s configurations whose cost is known."""
+        configurations = (self._untried or {}).get(family, []) if self._cost is not None else []
+        return [flops for config in configurations if (flops := self._cost(config)) is not None]
+
+    def _matchable(self, config: Mapping[str, Value]) -> bool:
+        """Whether some baseline configuration lies within the cost band of ``config``."""
+        flops = self._cost(config) if self._cost is not None else None
+        return flops is not None and any(matched(flops / cost) for cost in self._baseline_costs or [])
 
     def _band_reference(self, study: optuna.Study, trial: FrozenTrial) -> float | None:
         """The FLOPs of the best complete baseline search trial told before ``trial``, when ``trial`` is searched

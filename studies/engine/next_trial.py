@@ -10,11 +10,11 @@ from dataclasses import replace
 import optuna
 from optuna.trial import TrialState
 
-from reports.results.frame import configuration_key
 from search_space.space import SearchSpaceError
 from storage import record
 from studies.catalogue.schema import Family, GridEntry, NamedPoint, Study
 from studies.engine.queue import COUNTED_STATES, MAX_RETRIES, PlannedTrial
+from studies.results.frame import configuration_key
 
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import math
 import os
 import shlex
@@ -13,7 +12,7 @@ import torch
 
 from common.naming import unknown_name_message
 from common.outputs import REPORTS_DIR, TUNE_DIR
-from reports.files import OutputPathError, check_path_text, check_writable_dir, check_writable_file
+from reports.files import NAME_MAX_BYTES, OutputPathError, check_path_text, check_writable_dir, check_writable_file
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
     check_sqlite_store,
@@ -24,6 +23,7 @@ from storage import (
     store_files,
 )
 from studies.catalogue.schema import Preset, Study
+from studies.catalogue.store_names import longest_name_bytes, run_store_name
 from studies.catalogue.tasks import Task
 from studies.engine.errors import StudyOptionError
 from studies.engine.ray_address import LOCAL_ADDRESS, check_ray_address
@@ -153,17 +153,7 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
     return space, others
 
 
-FRESH_SUFFIX = "fresh-%Y%m%d-%H%M%S"  # ``--fresh``: the new study's name is the old one's with this (a time) after it
 MIN_TRIAL_MEMORY = 2**20  # bytes: below a MiB, a budget is no number Ray can divide its nodes' memory by
-NAME_BYTES = 255  # a file name's length limit (NAME_MAX on Linux and macOS): Ray Tune names a folder after the study
-
-
-def store_name(study: Study, preset: Preset, fix: dict[str, Value], seed: int = 0) -> str:
-    """The stable Optuna study name of a run; knobs the user fixes (and training the user overrides)
-    make a different study, whose trials answer another question, and so does another ``--seed``
-    (other trials: a run on seed 1 never resumes seed 0's)."""
-    suffix = "".join(f"-{name}={value}" for name, value in sorted(fix.items()))
-    return study.store_name(preset.name) + suffix + (f"-seed={seed}" if seed else "")
 
 
 def _check_name_length(name: str) -> None:
@@ -172,11 +162,11 @@ def _check_name_length(name: str) -> None:
     Raises:
         StudyOptionError: naming the length, the limit and the fix.
     """
-    longest = len(name.encode()) + len("-") + len(f"{datetime.datetime(2000, 1, 1):{FRESH_SUFFIX}}")
-    if longest > NAME_BYTES:
+    longest = longest_name_bytes(name)
+    if longest > NAME_MAX_BYTES:  # Ray Tune names a folder after the study
         raise StudyOptionError(
             f"the options that name the study (--fix, --precision, --compile, --seed) make its name {len(name.encode())} bytes "
-            f"long ({name[:60]}...); a folder name holds {NAME_BYTES} bytes and --fresh adds "
+            f"long ({name[:60]}...); a folder name holds {NAME_MAX_BYTES} bytes and --fresh adds "
             f"{longest - len(name.encode())}: fix fewer knobs"
         )
 
@@ -322,7 +312,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
         check_writable_dir(REPORTS_DIR, "the report folder")
     check_writable_dir(options.cache_dir or default_cache_dir(), "--data-cache")
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
-    name = store_name(study, preset, fix | overrides, options.seed)
+    name = run_store_name(study.store_name(preset.name), fix | overrides, options.seed)
     _check_name_length(name)
     resources = TrialResources(cpus, gpus, memory)
     return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix, name)

@@ -17,9 +17,6 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
-from reports.results.matching import matched
-from reports.results.quality import QUALITIES
-from reports.results.statistics import LEVEL, detectable_difference
 from storage import masked_url, open_storage, parse_storage_url, record, sqlite_path
 from studies.catalogue.schema import GridEntry, Preset, Study
 from studies.engine.errors import StudyOptionError
@@ -29,6 +26,9 @@ from studies.engine.ray_address import LOCAL_ADDRESS
 from studies.engine.repeats import fewest_repeats, most_repeats
 from studies.engine.trial_config import model_config_of, unsearched_where_active
 from studies.engine.wall_time import expected_run_seconds, packed_seconds, searched_share
+from studies.results.matching import matched
+from studies.results.quality import QUALITIES
+from studies.results.statistics import LEVEL, detectable_difference
 from trainers.config import ModelConfig
 from trainers.costs import Flops, model_flops
 from trainers.data.cache import default_cache_dir
@@ -95,7 +95,7 @@ def _candidates(study: Study, run: CheckedRun) -> dict[str, list[Candidate]]:
 
 def _in_band(candidates: list[Candidate], baselines: list[Candidate], baseline: str) -> str:
     """How many of a family's searched configurations have a ``baseline`` configuration within the verdict's cost
-    band (``reports.results.matching.COST_BAND``): where none has, its comparisons can only be "not matched in cost".
+    band (``studies.results.matching.COST_BAND``): where none has, its comparisons can only be "not matched in cost".
     """
     costs = [candidate.flops.forward for candidate in baselines]
     searched = [candidate.flops.forward for candidate in candidates if candidate.entry.point is None]

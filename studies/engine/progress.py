@@ -9,17 +9,38 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import optuna
 from optuna.trial import FrozenTrial, TrialState
 from ray.tune import Callback
 
-from reports.results.quality import quality_named
 from storage import record
+from studies.catalogue.schema import Preset, Study
+from studies.catalogue.tasks import Objective
 from studies.engine.endings import FinishedTrial
-from studies.engine.ledger import Ledger
 from studies.engine.repeats import fewest_repeats, repeats_due
 from studies.engine.wall_time import MEASURED_OVERHEADS, packed_seconds
+from studies.results.quality import quality_named
+
+
+class LedgerView(Protocol):
+    """What progress reads of a ``studies.engine.ledger.Ledger``, and never writes."""
+
+    study: optuna.Study  # the phase's: the search's, or its study of seed repeats
+    search: optuna.Study
+    definition: Study
+    preset: Preset
+    objective: Objective
+    total: int  # trials this phase may see end
+    then: int  # seed repeats, at most, expected after this phase
+    repeat_seeds: int
+    best_value: float | None
+    endings: list[FinishedTrial]  # each trial this run saw end, in order
+
+    def finished_count(self) -> int: ...
+
+    def running(self) -> int: ...
 
 
 def clock(seconds: float) -> str:
@@ -42,7 +63,7 @@ def run_seconds() -> float:
 _IMPORTED = time.monotonic()
 
 
-def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
+def progress_line(ledger: LedgerView, elapsed: float, seconds: float | None) -> str:
     """``trials 3/12 done · 2 running · best val acc 0.412 · 01:02 elapsed · ETA 03:10`` (``bpb`` for bits per byte).
 
     The best value is the search's, on the validation split, and named so; the seed repeats' phase shows none
@@ -54,7 +75,7 @@ def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
         seconds: The ETA (``eta_seconds``; None: not known yet).
     """
     done = ledger.finished_count()
-    running = len(ledger.open) - len(ledger.ended)  # ended trials wait to be told to Optuna (``Ledger``)
+    running = ledger.running()
     name = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize").short
     best = "-" if ledger.best_value is None else f"{ledger.best_value:.3f}"
     eta = "--:--" if seconds is None else clock(seconds)
@@ -69,7 +90,7 @@ def progress_line(ledger: Ledger, elapsed: float, seconds: float | None) -> str:
 
 
 def eta_seconds(
-    ledger: Ledger,
+    ledger: LedgerView,
     concurrency: int,
     previous: tuple[float, int, float] | None = None,
     elapsed: float = 0.0,
@@ -117,14 +138,14 @@ def eta_seconds(
     return max(estimate, 1.0)
 
 
-def trials_left(ledger: Ledger, expected_repeats: Sequence[float] | None = None) -> int:
+def trials_left(ledger: LedgerView, expected_repeats: Sequence[float] | None = None) -> int:
     """Trials this run has still to see end: this phase's, then the seed repeats expected after it (``then`` of them
     unless ``expected_repeats`` says)."""
     ahead = ledger.then if expected_repeats is None else len(expected_repeats)
     return ledger.total - ledger.finished_count() + ahead
 
 
-def expected_repeat_seconds(ledger: Ledger) -> list[float] | None:
+def expected_repeat_seconds(ledger: LedgerView) -> list[float] | None:
     """Each seed repeat the run would queue if this phase ended now (``repeats_due``), at the full-length wall time of
     the search trial it repeats, and at least the fewest a run queues (``fewest_repeats``), the missing ones at those
     times' mean; None when no repeat follows this phase or no search trial has ended."""
@@ -148,7 +169,7 @@ def _full_length_seconds(trial: FrozenTrial, steps: int) -> float | None:
     return float(wall) * steps / int(reached) if wall is not None and reached else None
 
 
-def repeat_pace(ledger: Ledger) -> float | None:
+def repeat_pace(ledger: LedgerView) -> float | None:
     """How much longer this phase's finished seed repeats took than the search trials they repeat (at full
     length): their wall seconds' sum over those trials'; None before one has ended."""
     originals = ledger.search.get_trials(deepcopy=False)
@@ -163,7 +184,7 @@ def repeat_pace(ledger: Ledger) -> float | None:
     return sum(taken for taken, _ in pairs) / sum(expected for _, expected in pairs) if pairs else None
 
 
-def _repeat_seconds(ledger: Ledger) -> list[float]:
+def _repeat_seconds(ledger: LedgerView) -> list[float]:
     """The expected wall seconds of each seed repeat queued or running: the search trial it repeats took that
     long (scaled to the last step where it was stopped early). Seed repeats start with the fastest
     configurations' (MHA's), so the mean of those that ended would say too little for the rest."""
@@ -181,7 +202,7 @@ def _repeat_seconds(ledger: Ledger) -> list[float]:
     return seconds
 
 
-def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
+def finished_line(trial: FinishedTrial, ledger: LedgerView) -> str:
     """``trial 7 · DAMCHA (cross) · d_model=32 num_heads=4 ... · val acc 0.581 · complete · 01:42``: a trial that
     ended (a seed repeat: ``repeat 2 (seed repeat of trial 7) · ... · test acc``, the split it is judged on)."""
     measured = quality_named(ledger.objective.metric, ledger.objective.direction == "maximize")
@@ -208,7 +229,7 @@ def finished_line(trial: FinishedTrial, ledger: Ledger) -> str:
 class ProgressLine(Callback):
     """Rewrites one line on a terminal (or prints a line per change elsewhere), at most once a second."""
 
-    def __init__(self, ledger: Ledger, concurrency: int) -> None:
+    def __init__(self, ledger: LedgerView, concurrency: int) -> None:
         self.ledger, self.concurrency = ledger, concurrency
         self.last_shown, self.last_line = 0.0, ""
         self.said = 0  # how many of the ledger's finished trials have their line

@@ -19,14 +19,14 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from reports.results.frame import configuration, configuration_key, trials_frame
-from reports.results.matching import best_baseline, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE
-from reports.results.verdict import verdict
 from storage import record
 from storage.repeats_study import open_linked_repeats, repeats_trials
 from studies.catalogue.schema import Study
 from studies.engine.queue import PlannedTrial, enqueue
+from studies.results.frame import configuration, configuration_key, trials_frame
+from studies.results.matching import best_baseline, pairings
+from studies.results.names import FAMILIES_ATTRIBUTE
+from studies.results.verdict import verdict
 
 
 def most_repeats(study: Study, seeds: int) -> int:
@@ -58,7 +58,7 @@ def open_comparisons(frame: pd.DataFrame) -> list[int]:
 def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = False) -> list[PlannedTrial]:
     """The seed repeats the verdict's configurations lack now: fresh seeds 1..``seeds`` of the best baseline, each
     family's selected configuration and the baseline's at its cost, each named point and the baseline's at its cost
-    (``reports.results.matching.pairings``, the rule the verdict applies), none a configuration already has.
+    (``studies.results.matching.pairings``, the rule the verdict applies), none a configuration already has.
 
     Repeat ``k`` of every configuration trains on the same seed (``PlannedTrial.repeat_index``). Seeds a
     configuration already has, finished, running or queued (by an earlier run), are not due again.

@@ -17,9 +17,6 @@ from optuna.trial import TrialState
 
 from reports.files import OutputPathError, report_path
 from reports.html import write_report
-from reports.results import StudyResults
-from reports.results.frame import outcome
-from reports.results.verdict import provisional
 from reports.summary import summary
 from reports.tables import verdict_frame
 from storage import (
@@ -32,14 +29,18 @@ from storage import (
 from storage.repeats_study import complete_repeats, linked_repeats, trials_with_repeats
 from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
-from studies.engine.ledger import Ledger
+from studies.engine.ledger import Asking, Ledger, LedgerStore, Outlook, TrialSetup
 from studies.engine.options import RunOptions, check_options, without_contradicted_points
+from studies.engine.optuna_study import open_study
 from studies.engine.progress import clock, run_seconds
-from studies.engine.queue import queued, trials_to_run
-from studies.engine.records import open_study
+from studies.engine.queue import queued
+from studies.engine.recovery import trials_to_run
 from studies.engine.repeats import most_repeats, plan_repeats
 from studies.engine.tune_bridge import run_on_tune
 from studies.engine.version import code_version
+from studies.results import StudyResults
+from studies.results.frame import outcome
+from studies.results.verdict import provisional
 from trainers.data.cache import default_cache_dir
 
 _WAITING = (
@@ -51,7 +52,7 @@ _QUEUED_EARLIER = "{} seed repeats queued earlier (a stopped run's, or another d
 
 
 @dataclass(frozen=True)
-class RunOutcome:
+class FinishedRun:
     """Where a run left its results."""
 
     study_name: str
@@ -60,7 +61,7 @@ class RunOutcome:
     counts: dict[str, int]
 
 
-def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> RunOutcome:
+def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> FinishedRun:
     """Run (or resume) a study and write its report.
 
     Args:
@@ -110,22 +111,10 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
             """Run ``asked``'s queue (the search's study, or its study of seed repeats), then searched trials up to
             ``budget``, on Ray Tune (``then``: seed repeats, at most, expected after)."""
             ledger = Ledger(
-                asked,
-                search=optuna_study,
-                storage=storage,
-                definition=definition,
-                preset=preset,
-                space=run.space,
-                fix=run.fix_unsearched,
-                seed=options.seed,
-                run_attributes=attributes,
-                cache_dir=str(cache_dir),
-                budget=budget,
-                ask_lock=lock.held,
-                memory_bytes=run.resources.memory,
-                exclusive=exclusive,
-                then=then,
-                repeat_seeds=run.repeat_seeds if then else 0,
+                LedgerStore(asked, storage, search=optuna_study, ask_lock=lock.held, exclusive=exclusive),
+                Asking(definition, preset, run.space, budget, fix=run.fix_unsearched, seed=options.seed),
+                TrialSetup(str(cache_dir), run_attributes=attributes, memory_bytes=run.resources.memory),
+                Outlook(then, repeat_seeds=run.repeat_seeds if then else 0),
             )
             started_at = time.monotonic()
             run_on_tune(ledger, optuna_study.study_name, run.resources)
@@ -177,7 +166,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> R
         print(summary(optuna_study, masked_url(run.url), report, results), file=out)
         took = clock(run_seconds())
         print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
-        return RunOutcome(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
+        return FinishedRun(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
 
 
 _SEARCH_ELSEWHERE = (

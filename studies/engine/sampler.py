@@ -8,7 +8,7 @@ domination), TPE counts it among the bad ones, GPSampler models the constraint
 (``ConstraintAwareGPSampler``), and ``Study.best_trials`` and
 optuna-dashboard leave it out. Samplers read constraints of COMPLETE trials, so such a
 trial is told COMPLETE, with placeholder objective values, its ``trainable`` constraint
-violated, and an ``infeasible`` user attribute saying why (``reports.results.frame`` shows it as
+violated, and an ``infeasible`` user attribute saying why (``studies.results.frame`` shows it as
 ``INFEASIBLE``, never as a result).
 """
 
@@ -130,6 +130,7 @@ def study_sampler(
         untried=family_configurations(definition, space) if search.untried else None,
         cost=cost if search.in_band else None,
         baseline=next(family.label for family in definition.families if family.baseline),
+        matchable=search.matchable,
     )
 
 

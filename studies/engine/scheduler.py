@@ -8,6 +8,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from studies.engine.ledger import Ledger
 from studies.engine.run_fault import RunFault
+from studies.engine.trial_config import spec_of
 
 
 class EarlyStopping(FIFOScheduler):
@@ -26,6 +27,6 @@ class EarlyStopping(FIFOScheduler):
         metric = self.ledger.objective.metric
         if "step" not in result or metric not in result:
             return TrialScheduler.CONTINUE
-        number, step, value = trial.config["number"], int(result["step"]), float(result[metric])
+        number, step, value = spec_of(trial.config).number, int(result["step"]), float(result[metric])
         stops = self.fault.guarded(self.ledger.stops, number, step, value, default=False)
         return TrialScheduler.STOP if stops else TrialScheduler.CONTINUE

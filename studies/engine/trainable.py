@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from studies.engine.failures import SharedGPUOutOfMemoryError
+from studies.engine.trial_config import TrialSpec, spec_of
+from studies.engine.trial_errors import SharedGPUOutOfMemoryError
 from trainers.compilation import use_compile_settings
 from trainers.config import ModelConfig
 from trainers.memory import TrainingOutOfMemoryError, memory_budget
-from trainers.train import Report, TrainConfig, TrainResult, train
+from trainers.train import Report, TrainResult, train
 
 
 @dataclass(frozen=True)
@@ -41,24 +42,20 @@ def trial_device(gpu_ids: list, resources: dict[str, float]) -> TrialDevice:
 
 
 def run_trial(config: dict[str, Any]) -> None:
-    """Train one configuration asked by the ledger (``studies.engine.ledger.Ledger.ask``) where Ray
+    """Train the trial Ray Tune carries (``trial_config.tune_config``: the ledger's ``TrialSpec``) where Ray
     placed it, reporting each evaluation to Ray Tune (``train_trial`` does the work)."""
     import ray  # here: ``train_trial`` runs without Ray (benchmarks.first_trials)
     from ray import tune
 
     placement = trial_device(ray.get_gpu_ids(), ray.get_runtime_context().get_assigned_resources())
-    train_trial(config, placement, report=lambda step, metrics: tune.report(metrics))
+    train_trial(spec_of(config), placement, report=lambda step, metrics: tune.report(metrics))
 
 
-def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Report | None = None) -> TrainResult:
-    """Train one configuration asked by the ledger on the device of its placement.
+def train_trial(spec: TrialSpec, placement: TrialDevice, *, report: Report | None = None) -> TrainResult:
+    """Train one trial the ledger asked on the device of its placement.
 
     Args:
-        config: ``model`` and ``train`` config fields, the ``task`` (whose ``metrics`` join
-            each report: a language model's bits per byte), the data
-            ``cache_dir`` (the split caches were built by the driver, so workers
-            memory-map them) and the ``compile_cache_dir`` the run's trials share.
-            ``memory_bytes`` (optional): the trial's host-memory budget.
+        spec: The trial (its task's ``metrics`` join each report: a language model's bits per byte).
         placement: Where it trains.
         report: Called with each evaluation's ``(step, metrics)``.
 
@@ -68,30 +65,30 @@ def train_trial(config: dict[str, Any], placement: TrialDevice, *, report: Repor
     Raises:
         trainers.memory.TrainingOutOfMemoryError: the trial went over its budget, or out
             of a GPU of its own.
-        studies.engine.failures.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
+        studies.engine.trial_errors.SharedGPUOutOfMemoryError: out of its share of a GPU (a retry may fit).
         trainers.train.NonFiniteLossError: the loss diverged (the step is named).
     """
     # A float sum's order follows the thread count, and 3000 steps turn 1e-7 into a different model: a trial
     # trains on the threads it asked for, whatever the environment says (OMP_NUM_THREADS), so that a
     # configuration on a seed gives the same numbers in every run.
     torch.set_num_threads(placement.cpus)
-    if config["train"].get("compile"):
-        use_compile_settings(Path(config["compile_cache_dir"]), placement.cpus)
+    if spec.train.compile:
+        use_compile_settings(Path(spec.compile_cache_dir), placement.cpus)
     if placement.device == "cuda":
         torch.cuda.init()  # the CUDA context is set-up, not the trial's memory: made before the budget applies
         if placement.gpu_share < 1.0:  # neighbours share the GPU: keep to this trial's part
             torch.cuda.set_per_process_memory_fraction(placement.gpu_share)
-    task = config["task"]
-    splits = task.load(Path(config["cache_dir"]))
+    task = spec.task
+    splits = task.load(Path(spec.cache_dir))
 
     def report_with_task_metrics(step: int, metrics: dict[str, Any]) -> None:
         report(step, metrics | task.metrics(metrics))
 
     try:
-        with memory_budget(config.get("memory_bytes")):
+        with memory_budget(spec.memory_bytes):
             result = train(
-                ModelConfig(**config["model"]),
-                TrainConfig(**(config["train"] | {"device": placement.device})),
+                ModelConfig(**spec.model),
+                replace(spec.train, device=placement.device),
                 splits,
                 report=None if report is None else report_with_task_metrics,
             )

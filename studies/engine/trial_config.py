@@ -4,12 +4,13 @@ apply, completed by the model's own defaults."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import dataclass, replace
 from typing import Any
 
 from search_space.knobs import MODEL_KNOBS
 from search_space.space import SearchSpace, SearchSpaceError, Value
 from studies.catalogue.schema import Preset
+from studies.catalogue.tasks import Task
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.train import TrainConfig
@@ -41,37 +42,77 @@ def resolved_knobs(
     return space.resolve(chosen | unsearched_where_active(space, preset, dict(fix), chosen), beyond_domains=beyond_domains)
 
 
-def worker_config(
+@dataclass(frozen=True)
+class TrialSpec:
+    """What crosses into a trial's worker (``studies.engine.trainable.train_trial``): one trial, exactly.
+
+    Attributes:
+        number: The trial's number in its Optuna study.
+        model: The fields of its ``ModelConfig`` (``model_config_of``); the worker builds the model, so a
+            configuration the task cannot build fails its trial, saying why, not the driver.
+        train: Its training settings, its seed among them (the device is the worker's placement's).
+        task: The preset's task, whose splits the worker loads.
+        cache_dir: The data cache the driver built (the worker memory-maps its splits).
+        compile_cache_dir: The compile cache the run's trials share.
+        memory_bytes: Its host-memory budget (None: none).
+    """
+
+    number: int
+    model: Mapping[str, Any]
+    train: TrainConfig
+    task: Task
+    cache_dir: str
+    compile_cache_dir: str
+    memory_bytes: int | None = None
+
+
+def trial_spec(
     preset: Preset,
     knobs: dict[str, Value],
     seed: int,
     *,
+    number: int,
     cache_dir: str,
     compile_cache_dir: str,
     memory_bytes: int | None = None,
     training: TrainConfig | None = None,
-) -> dict[str, Any]:
-    """What a trial's worker needs (``studies.engine.trainable.train_trial``): its model and training settings,
-    the preset's task and where the data and compile caches lie.
+) -> TrialSpec:
+    """A trial's ``TrialSpec``: its model and training settings, the preset's task and where the caches lie.
 
     Args:
         preset: The preset the trial belongs to.
         knobs: Its resolved knobs (``resolved_knobs``).
         seed: The trial's seed.
+        number: Its number in its study.
         cache_dir: The data cache the driver built.
         compile_cache_dir: The compile cache the run's trials share.
         memory_bytes: The trial's host-memory budget (None: none).
         training: Its training settings, where the caller has them (default: ``preset.training(knobs)``).
     """
     training = preset.training(knobs) if training is None else training
-    return {
-        "model": model_config_of(preset, knobs),
-        "train": asdict(training) | {"seed": seed},
-        "task": preset.task,
-        "cache_dir": cache_dir,
-        "compile_cache_dir": compile_cache_dir,
-        "memory_bytes": memory_bytes,
-    }
+    return TrialSpec(
+        number=number,
+        model=model_config_of(preset, knobs),
+        train=replace(training, seed=seed),
+        task=preset.task,
+        cache_dir=cache_dir,
+        compile_cache_dir=compile_cache_dir,
+        memory_bytes=memory_bytes,
+    )
+
+
+# Ray Tune hands its trainable a dict: the spec is its one entry.
+_SPEC_KEY = "trial"
+
+
+def tune_config(spec: TrialSpec) -> dict[str, TrialSpec]:
+    """The configuration Ray Tune carries to the trial's worker."""
+    return {_SPEC_KEY: spec}
+
+
+def spec_of(config: Mapping[str, Any]) -> TrialSpec:
+    """The ``TrialSpec`` in a Ray Tune trial's configuration (``tune_config``)."""
+    return config[_SPEC_KEY]
 
 
 def model_config_of(preset: Preset, knobs: dict[str, Value]) -> dict[str, Any]:

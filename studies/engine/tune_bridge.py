@@ -24,11 +24,12 @@ from studies.engine.cluster import trial_request
 from studies.engine.ledger import Ledger
 from studies.engine.options import TrialResources
 from studies.engine.progress import ProgressLine
-from studies.engine.queue import HEARTBEAT_INTERVAL_S
+from studies.engine.recovery import HEARTBEAT_INTERVAL_S
 from studies.engine.run_fault import FaultStopper, RunFault
 from studies.engine.scheduler import EarlyStopping
 from studies.engine.signals import stop_cause, stopped_by
 from studies.engine.trainable import run_trial
+from studies.engine.trial_config import spec_of, tune_config
 from studies.engine.tune_internals import trial_exception
 
 
@@ -40,9 +41,11 @@ class LedgerSearcher(Searcher):
         self.ledger, self.fault = ledger, fault
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        config = self.fault.guarded(self.ledger.ask, trial_id, default=None)
-        if config is not None or self.fault.error is not None:
-            return config
+        spec = self.fault.guarded(self.ledger.ask, trial_id, default=None)
+        if spec is not None:
+            return tune_config(spec)
+        if self.fault.error is not None:
+            return None
         return Searcher.FINISHED if self.ledger.done() else None  # None: ask again later (a retry may come)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -69,15 +72,15 @@ class LedgerCallback(Callback):
             self.last_heartbeat = time.monotonic()
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info: Any) -> None:
-        self.fault.guarded(self.ledger.record_report, trial.config["number"], result, default=None)
+        self.fault.guarded(self.ledger.record_report, spec_of(trial.config).number, result, default=None)
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
-        self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, None, default=None)
+        self.fault.guarded(self.ledger.finish, spec_of(trial.config).number, trial.last_result, None, default=None)
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
         exception = trial_exception(trial)
         error = _error_text(trial, exception)
-        self.fault.guarded(self.ledger.finish, trial.config["number"], trial.last_result, error, exception, default=None)
+        self.fault.guarded(self.ledger.finish, spec_of(trial.config).number, trial.last_result, error, exception, default=None)
 
 
 def _error_text(trial, exception: BaseException | None) -> str:
@@ -123,7 +126,7 @@ def run_on_tune(ledger: Ledger, name: str, resources: TrialResources) -> None:
             num_samples=-1,  # the searcher says when it is finished: retries may add trials
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a trial's worker runs the next one: no new process and imports per trial
-            trial_dirname_creator=lambda trial: f"trial_{trial.config['number']}",
+            trial_dirname_creator=lambda trial: f"trial_{spec_of(trial.config).number}",
         ),
         run_config=tune.RunConfig(
             name=name,

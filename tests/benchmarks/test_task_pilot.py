@@ -9,16 +9,16 @@ import pandas as pd
 import pytest
 
 import benchmarks.task_pilot as pilot
-from reports.results.matching import matched
-from reports.results.statistics import paired_power
 from studies.catalogue import LRA_SHARING
+from studies.results.matching import matched
+from studies.results.statistics import paired_power
 from trainers.config import ModelConfig
 from trainers.costs import model_flops
 from trainers.data.cache import CACHE_DIR_VARIABLE
 
 
 def _flops(candidate: pilot.Candidate, family: str) -> float:
-    model = ModelConfig(**pilot.trial_config(candidate, family, 0, Path("unused"))["model"])
+    model = ModelConfig(**pilot.trial_config(candidate, family, 0, Path("unused")).model)
     return float(model_flops(model, model.max_length).forward)
 
 

@@ -9,10 +9,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from reports.results.frame import trials_frame
-from reports.results.fronts import family_budgets, family_fronts, pareto_mask
-from reports.results.matching import best_baseline, pairings
 from storage import open_storage
+from studies.results.frame import trials_frame
+from studies.results.fronts import family_budgets, family_fronts, pareto_mask
+from studies.results.matching import best_baseline, pairings
 
 ATTENTION = CategoricalDistribution(("mha", "damcha"))
 RANK = CategoricalDistribution((4, 8, "full"))

@@ -10,7 +10,7 @@ from storage import record
 ROOT = Path(__file__).resolve().parents[2]
 # The packages that write or read the store; ``trainers`` knows no store (its report keys are its own,
 # checked against ``record.REPORTED`` in tests/trainers/test_train.py) and the catalogue is data.
-READERS_AND_WRITERS = ("studies/engine", "reports", "storage", "common", "search_space")
+READERS_AND_WRITERS = ("studies/engine", "reports", "storage", "common", "search_space", "benchmarks")
 NAMES = {name: value for name, value in vars(record).items() if name.isupper() and isinstance(value, str)}
 FIELDS = set(NAMES.values())
 COMMON_WORDS = {

@@ -136,9 +136,9 @@ def test_another_seed_is_another_study_never_a_resumed_one() -> None:
 
 
 def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_measured() -> None:
-    from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK
+    from studies.catalogue.reliability import NOT_MEASURED, PLUMBING_CHECK
     from studies.engine.options import RunOptions, check_options
-    from studies.engine.records import reliability_line
+    from studies.engine.optuna_study import reliability_line
 
     study = get_study("lra_sharing")
     measured = reliability_line(check_options(study, RunOptions()))

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from ray.exceptions import ActorDiedError
 
-from reports.results.frame import configuration_key
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, Range, SearchSpace, SearchSpaceError
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import choices
-from studies.engine.ledger import Ledger
+from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.seeds import TABLE_SEEDS_FROM
+from studies.results.frame import configuration_key
 from tests.studies.test_ledger import PRESET, make_ledger, report
 
 TABLE = replace(
@@ -44,12 +44,12 @@ def train_all(ledger: Ledger, fail_first: bool = False) -> list[dict]:
         asked.append(config)
         if fail_first and len(asked) == 1:
             died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
-            ledger.finish(config["number"], report(20), died, ActorDiedError())
+            ledger.finish(config.number, report(20), died, ActorDiedError())
             continue
         for step in TABLE.train.report_steps():  # the worst value at every evaluation: never stopped
-            assert not ledger.stops(config["number"], step, 0.0)
-            ledger.record_report(config["number"], report(step))
-        ledger.finish(config["number"], report(60, final=True) | {"test_accuracy": 0.5}, None)
+            assert not ledger.stops(config.number, step, 0.0)
+            ledger.record_report(config.number, report(step))
+        ledger.finish(config.number, report(60, final=True) | {"test_accuracy": 0.5}, None)
     return asked
 
 
@@ -100,16 +100,9 @@ def test_a_stopped_table_resumes_where_it_left_off_and_a_died_trial_is_retried_o
     assert died.state.name == "FAIL" and len(retried) == 1
     assert retried[0].params == died.params and retried[0].user_attrs["seed"] == died.user_attrs["seed"]
     resumed = Ledger(
-        first.study,
-        storage=first.storage,
-        definition=first.definition,
-        preset=TABLE,
-        space=first.space,
-        fix={},
-        seed=3,
-        run_attributes={},
-        cache_dir=str(tmp_path),
-        budget=TABLE_SIZE,
+        LedgerStore(first.study, first.storage),
+        Asking(first.definition, TABLE, first.space, TABLE_SIZE, seed=3),
+        TrialSetup(str(tmp_path)),
     )
     train_all(resumed)
     rows = table_rows(resumed)

@@ -15,10 +15,10 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from reports.results.frame import trials_frame
-from reports.results.verdict import verdict
 from storage.repeats_study import trials_with_repeats
 from studies.catalogue import CROSS_HEAD, RECALL_HEADS
+from studies.results.frame import trials_frame
+from studies.results.verdict import verdict
 from studies.run import main
 
 

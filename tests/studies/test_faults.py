@@ -22,8 +22,6 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from reports.results.frame import outcome as outcome_of
-from reports.results.names import INFEASIBLE
 from search_space.space import Choice
 from storage import record
 from studies.catalogue import LRA_SHARING
@@ -31,6 +29,8 @@ from studies.catalogue.schema import Family, Study
 from studies.engine.options import RunOptions
 from studies.engine.queue import queued
 from studies.engine.runner import run_study
+from studies.results.frame import outcome
+from studies.results.names import INFEASIBLE
 from tests.commands import smoke_study_command, with_ctrl_c
 from tests.processes import descendants, free_ports, kill_tree, still_runs, wait_for_training_worker
 
@@ -223,26 +223,26 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
     options = RunOptions(
         storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25, repeat_seeds=0
     )
-    outcome = run_study(faulty_study(), options, out=io.StringIO())
+    finished = run_study(faulty_study(), options, out=io.StringIO())
 
-    trials = optuna.load_study(study_name=outcome.study_name, storage=url).get_trials()
+    trials = optuna.load_study(study_name=finished.study_name, storage=url).get_trials()
     assert len(trials) == 6  # every planned trial ran: a trial of each family, then the first family's second
     mha = {(t.params["learning_rate"], t.params["mlp_width"]): t for t in trials if t.params["attention"] == "mha"}
     assert mha[3e-3, 64].state in (TrialState.COMPLETE, TrialState.PRUNED)
     diverged = mha[1e12, 64]
-    assert outcome_of(diverged) == INFEASIBLE and diverged.user_attrs["diverged_at_step"] == 2
+    assert outcome(diverged) == INFEASIBLE and diverged.user_attrs["diverged_at_step"] == 2
     assert diverged.user_attrs[record.INFEASIBLE] == "diverged"
     assert "training loss is nan at step 2 of 60; search lower learning rates" in diverged.user_attrs["error"]
     for learning_rate in (3e-3, 1e12):
         oversized = mha[learning_rate, 2**22]
-        assert outcome_of(oversized) == INFEASIBLE and oversized.user_attrs[record.INFEASIBLE] == "out of memory"
+        assert outcome(oversized) == INFEASIBLE and oversized.user_attrs[record.INFEASIBLE] == "out of memory"
         assert "budget of 0.25 GiB was not enough" in oversized.user_attrs["error"]
         assert "raise --trial-memory or search smaller models" in oversized.user_attrs["error"]
     assert not any("retry_of" in t.user_attrs for t in trials)  # a configuration that cannot train is not retried
     assert all(t.user_attrs["memory_budget_bytes"] == 2**28 for t in trials)
     assert not [t for t in trials if t.state == TrialState.FAIL]  # ...each was told to the sampler (test_sampler.py)
-    assert outcome.counts[INFEASIBLE] == sum(record.INFEASIBLE in t.user_attrs for t in trials) >= 3
-    report = outcome.report.read_text()
+    assert finished.counts[INFEASIBLE] == sum(record.INFEASIBLE in t.user_attrs for t in trials) >= 3
+    report = finished.report.read_text()
     for reason in ("diverged", "out of memory"):  # the report says how many could not train, and why
         count = sum(t.user_attrs.get(record.INFEASIBLE) == reason for t in trials)
         assert f"<th>{html.escape(reason)}</th><td>{count}</td>" in report  # provenance: could not train, by reason

@@ -11,17 +11,18 @@ import pytest
 from optuna.trial import TrialState
 from ray.exceptions import ActorDiedError
 
-from reports.results.frame import outcome, trials_frame
-from reports.results.names import INFEASIBLE, LOST_DRIVER_ERROR
 from search_space.knobs import KNOBS, RULES
 from search_space.space import Choice, SearchSpace, SearchSpaceError
 from storage import open_storage, record
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import Family, Preset, Study
 from studies.engine.endings import Ending
-from studies.engine.ledger import Ledger
-from studies.engine.queue import PlannedTrial, enqueue, heartbeat_options, queued, trial_id
+from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
+from studies.engine.queue import PlannedTrial, enqueue, queued, trial_id
+from studies.engine.recovery import heartbeat_options
 from studies.engine.sampler import TRAINABLE
+from studies.results.frame import outcome, trials_frame
+from studies.results.names import INFEASIBLE, LOST_DRIVER_ERROR
 
 PRESET = LRA_SHARING.preset("smoke")
 
@@ -44,16 +45,9 @@ def make_ledger(
     for planned in queue:
         enqueue(store, planned)
     return Ledger(
-        store,
-        storage=storage,
-        definition=definition,
-        preset=preset,
-        space=space or definition.space_for(preset),
-        fix=fixed or {},
-        seed=3,
-        run_attributes={"preset": "smoke"},
-        cache_dir=str(tmp_path),
-        budget=len(queue) + searched,
+        LedgerStore(store, storage),
+        Asking(definition, preset, space or definition.space_for(preset), len(queue) + searched, fix=fixed or {}, seed=3),
+        TrialSetup(str(tmp_path), run_attributes={"preset": "smoke"}),
     )
 
 
@@ -73,11 +67,11 @@ def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> No
     ledger = make_ledger(tmp_path, [queued_first], 3)
     configs = [ledger.ask(f"ray-{i}") for i in range(4)]
     assert ledger.ask("ray-4") is None  # budget spent
-    assert configs[0]["model"]["attention"] == "mha" and configs[0]["model"]["num_heads"] == 4
+    assert configs[0].model["attention"] == "mha" and configs[0].model["num_heads"] == 4
     # The queue first, then the family with the fewest trials: the budget splits evenly.
     assert [t.user_attrs["family"] for t in ledger.study.get_trials()] == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)", "MHA"]
-    assert [c["model"]["metric_mode"] for c in configs[1:3]] == ["rowsum", "cross"] and configs[3]["model"]["attention"] == "mha"
-    assert len({config["train"]["seed"] for config in configs}) == 4
+    assert [c.model["metric_mode"] for c in configs[1:3]] == ["rowsum", "cross"] and configs[3].model["attention"] == "mha"
+    assert len({config.train.seed for config in configs}) == 4
 
     for step in (20, 40, 60):
         ledger.record_report(0, report(step, final=step == 60))
@@ -101,19 +95,19 @@ def test_endings_are_recorded_with_curves_costs_and_errors(tmp_path: Path) -> No
 def test_a_dead_worker_is_retried_at_most_twice_and_an_exception_never(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 2)
     first, other = ledger.ask("a"), ledger.ask("b")
-    ledger.finish(other["number"], report(20), "ValueError: training raised", ValueError("training raised"))
+    ledger.finish(other.number, report(20), "ValueError: training raised", ValueError("training raised"))
     assert ledger.ask("c") is None and not queued(ledger.study)  # an exception is not retried
     died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
-    number = first["number"]
+    number = first.number
     for attempt in (1, 2):
         ledger.finish(number, report(20), died, ActorDiedError())
         retry = ledger.ask(f"retry-{attempt}")
-        assert retry is not None and retry["model"] == first["model"]
+        assert retry is not None and retry.model == first.model
         trial = ledger.study.get_trials()[-1]
         assert (
             trial.user_attrs["retry_of"] == number and "ActorDiedError" in ledger.study.get_trials()[number].user_attrs["error"]
         )
-        number = retry["number"]
+        number = retry.number
     ledger.finish(number, report(20), died, ActorDiedError())
     assert ledger.ask("retry-3") is None and ledger.done()  # two retries, then given up
 
@@ -132,8 +126,8 @@ def rule_breaking_ledger(tmp_path: Path, sampler: optuna.samplers.BaseSampler) -
 def run_all(ledger: Ledger) -> None:
     for number in range(40):
         config = ledger.ask(f"ray-{number}")
-        assert not (config["model"]["metric_mode"] == "rowsum" and config["model"]["metric_form"] != "bilinear")
-        ledger.finish(config["number"], report(60, final=True), None)
+        assert not (config.model["metric_mode"] == "rowsum" and config.model["metric_form"] != "bilinear")
+        ledger.finish(config.number, report(60, final=True), None)
 
 
 def test_forbidden_combinations_are_infeasible_before_training_and_the_sampler_learns_the_rule(tmp_path: Path) -> None:
@@ -168,8 +162,8 @@ def test_a_pinned_damcha_knob_applies_to_damcha_trials_and_mha_trials_ignore_it(
     ]
     ledger = make_ledger(tmp_path, [], 3, definition=definition, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
-    assert configs[0]["model"]["attention"] == "mha"
-    assert all(c["model"]["attention"] == "damcha" and c["model"]["generator_width"] == 16 for c in configs[1:])
+    assert configs[0].model["attention"] == "mha"
+    assert all(c.model["attention"] == "damcha" and c.model["generator_width"] == 16 for c in configs[1:])
 
 
 def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_user_fixes_one(tmp_path: Path) -> None:
@@ -184,13 +178,13 @@ def test_trials_train_at_the_preset_s_learning_rate_and_weight_decay_unless_the_
         (tmp_path / folder).mkdir()
     ledger = make_ledger(tmp_path / "preset", [], 3, definition=definition, preset=preset)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
-    assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(3e-3, 0.05)] * 3
+    assert [(c.train.learning_rate, c.train.weight_decay) for c in configs] == [(3e-3, 0.05)] * 3
     assert [t.user_attrs["train_config"]["learning_rate"] for t in ledger.study.get_trials()] == [3e-3] * 3
 
     space, others = pinned_space(definition, preset, {"learning_rate": 2e-4})
     ledger = make_ledger(tmp_path / "fixed", [], 3, definition=definition, preset=preset, space=space, fixed=others)
     configs = [ledger.ask(f"ray-{i}") for i in range(3)]
-    assert [(c["train"]["learning_rate"], c["train"]["weight_decay"]) for c in configs] == [(2e-4, 0.05)] * 3
+    assert [(c.train.learning_rate, c.train.weight_decay) for c in configs] == [(2e-4, 0.05)] * 3
 
 
 def test_each_family_searches_its_learning_rate_and_the_authors_configuration_trains_as_they_specify(tmp_path: Path) -> None:
@@ -198,26 +192,26 @@ def test_each_family_searches_its_learning_rate_and_the_authors_configuration_tr
     configs = [ledger.ask(f"ray-{i}") for i in range(4)]  # MHA, the authors' configuration, DAMCHA (cross), MHA
     trials = ledger.study.get_trials()
     assert trials[1].user_attrs["point"] == "authors' configuration" and "learning_rate" not in trials[1].params
-    assert (configs[1]["train"]["learning_rate"], configs[1]["train"]["weight_decay"]) == (3e-4, 0.0)  # Adam at 3e-4
+    assert (configs[1].train.learning_rate, configs[1].train.weight_decay) == (3e-4, 0.0)  # Adam at 3e-4
     for index in (0, 2, 3):
         assert trials[index].params["learning_rate"] in PRESET.domains["learning_rate"].values
-        assert configs[index]["train"]["learning_rate"] == trials[index].params["learning_rate"]
-        assert configs[index]["train"]["weight_decay"] == PRESET.train.weight_decay
+        assert configs[index].train.learning_rate == trials[index].params["learning_rate"]
+        assert configs[index].train.weight_decay == PRESET.train.weight_decay
 
 
 def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_path: Path) -> None:
-    from studies.engine.failures import SharedGPUOutOfMemoryError
     from studies.engine.queue import MAX_RETRIES
+    from studies.engine.trial_errors import SharedGPUOutOfMemoryError
 
     ledger = make_ledger(tmp_path, [], 1)
-    number = ledger.ask("ray-0")["number"]
+    number = ledger.ask("ray-0").number
     exception = SharedGPUOutOfMemoryError("CUDA out of memory", True, None, 0.5)
     for attempt in range(MAX_RETRIES + 1):
         ledger.finish(number, None, f"SharedGPUOutOfMemoryError: {exception}", exception)
         retried = bool(queued(ledger.study))
         if attempt < MAX_RETRIES:
             assert retried and queued(ledger.study)[0].user_attrs["retry_of"] == number
-            number = ledger.ask(f"ray-{attempt + 1}")["number"]
+            number = ledger.ask(f"ray-{attempt + 1}").number
     assert not retried  # given up after its retries...
     trials = ledger.study.get_trials()
     assert [record.INFEASIBLE in t.user_attrs for t in trials] == [False] * MAX_RETRIES + [True]  # ...then it cannot fit
@@ -226,31 +220,23 @@ def test_out_of_memory_on_a_shared_gpu_is_retried_then_told_to_the_sampler(tmp_p
 
 def test_each_trial_gets_the_run_s_one_absolute_compile_cache(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 2)
-    folders = {ledger.ask(f"ray-{i}")["compile_cache_dir"] for i in range(2)}
+    folders = {ledger.ask(f"ray-{i}").compile_cache_dir for i in range(2)}
     assert len(folders) == 1 and Path(folders.pop()).is_absolute()
 
 
 def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_again(tmp_path: Path) -> None:
-    from studies.engine.queue import recover_interrupted, retry
+    from studies.engine.queue import retry
+    from studies.engine.recovery import recover_interrupted
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     storage = open_storage(url, heartbeat_interval=1, grace_period=1, heartbeat_stale_trial_callback=retry)
     store = optuna.create_study(storage=storage, directions=["maximize", "minimize"])
     ledger = Ledger(
-        store,
-        storage=storage,
-        definition=LRA_SHARING,
-        preset=PRESET,
-        space=LRA_SHARING.space_for(PRESET),
-        fix={},
-        seed=0,
-        run_attributes={},
-        cache_dir=str(tmp_path),
-        budget=2,
+        LedgerStore(store, storage), Asking(LRA_SHARING, PRESET, LRA_SHARING.space_for(PRESET), 2), TrialSetup(str(tmp_path))
     )
-    silent, alive = ledger.ask("silent")["number"], ledger.ask("alive")["number"]
+    silent, alive = ledger.ask("silent").number, ledger.ask("alive").number
     time.sleep(2.5)  # past the grace period...
-    storage.record_heartbeat(ledger.trial_ids[alive])  # ...for the trial whose driver stopped beating
+    storage.record_heartbeat(ledger.held.trial_ids[alive])  # ...for the trial whose driver stopped beating
     recover_interrupted(store, storage, exclusive=False)  # another driver's view of the store
     trials = store.get_trials()
     assert trials[silent].state == TrialState.FAIL and trials[alive].state == TrialState.RUNNING
@@ -265,12 +251,12 @@ def test_early_stopping_judges_a_trial_against_its_family_in_a_view_fixed_at_its
     later, or another family, changes nothing; named points and seed repeats never stop."""
     ledger = make_ledger(tmp_path, [], 9)
     lag, grace = PRESET.decision_lag, PRESET.grace_steps
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(lag + 1)]  # trial lag+1 waits for trial 0 to end
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(lag + 1)]  # trial lag+1 waits for trial 0 to end
     assert ledger.ask("ray-early") is None and ledger.asked == lag + 1
     for number, value in zip(numbers[:3], (0.9, 0.5, 0.8), strict=True):  # MHA, the authors' configuration, DAMCHA (cross)
         ledger.record_report(number, {"step": grace, "val_accuracy": value})
         ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
-    later = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    later = [ledger.ask(f"ray-{i}").number for i in range(3)]
     families = [t.user_attrs["family"] for t in ledger.study.get_trials()]
     assert families[: len(numbers) + 3] == ["MHA", "DAMCHA (paper)", "DAMCHA (cross)"] * 2 + ["MHA"]
     mha_later = later[-1]  # its view holds trial 0 (MHA, 0.9 at the grace step)
@@ -282,8 +268,8 @@ def test_early_stopping_judges_a_trial_against_its_family_in_a_view_fixed_at_its
     repeats = make_ledger(
         tmp_path / "repeats", [PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 4}, repeat_of=0)], 0
     )
-    config = repeats.ask("repeat")
-    assert config["repeat"] is True and not repeats.stops(config["number"], grace, 0.0)
+    spec = repeats.ask("repeat")
+    assert "repeat_of" in repeats.study.trials[spec.number].user_attrs and not repeats.stops(spec.number, grace, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -298,11 +284,11 @@ def test_the_dominated_rule_keeps_a_worse_but_cheaper_trial_that_the_median_rule
     the dominated rule only when it is no cheaper."""
     ledger = make_ledger(tmp_path, [], 9, preset=replace(PRESET, search=replace(PRESET.search, stopping_rule=rule)))
     grace = PRESET.grace_steps
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(PRESET.decision_lag + 1)]
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(PRESET.decision_lag + 1)]
     for number, value in zip(numbers[:3], (0.9, 0.5, 0.8), strict=True):  # MHA, the authors' configuration, DAMCHA (cross)
         ledger.record_report(number, {"step": grace, "val_accuracy": value})
         ledger.finish(number, report(PRESET.train.steps, final=True) | {"val_accuracy": value}, None)
-    mha_later = [ledger.ask(f"ray-{i}")["number"] for i in range(3)][-1]  # its view holds trial 0
+    mha_later = [ledger.ask(f"ray-{i}").number for i in range(3)][-1]  # its view holds trial 0
     assert ledger.stopping.flops[mha_later] > 0  # its analytic FLOPs, known from its ask
     ledger.stopping.flops[mha_later] = flops
     assert ledger.stops(mha_later, grace, 0.1) is stops
@@ -347,7 +333,7 @@ def test_a_ctrl_c_while_a_trial_ends_leaves_it_failed_or_finished_and_its_config
     ``finish`` queued is not queued twice."""
     (tmp_path / "store").mkdir()
     ledger = make_ledger(tmp_path / "store", [], 1)  # one trial: its ending is told as soon as it is stored
-    number = ledger.ask("ray-0")["number"]
+    number = ledger.ask("ray-0").number
     tell = optuna.Study.tell
 
     def ctrl_c(*args, **kwargs):  # noqa: ANN002, ANN003 (the signal, as Python raises it)
@@ -366,7 +352,7 @@ def test_a_ctrl_c_while_a_trial_ends_leaves_it_failed_or_finished_and_its_config
             ledger.finish(number, report(20), "ray.exceptions.ActorDiedError: died", ActorDiedError())
     monkeypatch.undo()
     ledger.interrupt()
-    assert ledger.study.get_trials()[number].state == state and not ledger.open
+    assert ledger.study.get_trials()[number].state == state and not ledger.held.open
     assert [PlannedTrial.of(t).retry_of for t in queued(ledger.study)] == ([] if state == TrialState.COMPLETE else [number])
 
 
@@ -379,9 +365,9 @@ def _run_in_order(tmp_path: Path, newest_first: bool) -> list[tuple]:
     running: list[int] = []
     while not ledger.done():
         while len(running) < 2 and (config := ledger.ask(f"ray-{len(ledger.study.get_trials())}")) is not None:
-            running.append(config["number"])
+            running.append(config.number)
         number = running.pop(-1 if newest_first else 0)
-        params = ledger.open[number].params
+        params = ledger.held.open[number].params
         value = (
             0.5 + 0.001 * params.get("d_model", 0) + 10 * params.get("learning_rate", 3e-4) + 0.01 * params.get("num_heads", 0)
         )
@@ -405,13 +391,14 @@ def test_the_sampler_and_early_stopping_decide_the_same_whatever_order_trials_en
 
 def test_fix_values_are_read_as_their_knobs_read_them_and_name_the_same_study() -> None:
     """``--fix classifier_causal=true`` (or True, 1) is the boolean True, and ``num_layers=6.0`` is 6: one study."""
-    from studies.engine.options import read_fix, store_name
+    from studies.catalogue.store_names import run_store_name
+    from studies.engine.options import read_fix
 
     spellings = [{"classifier_causal": spelt} for spelt in ("true", "True", 1, True)]
     read = [read_fix(LRA_SHARING, PRESET, fix) for fix in spellings]
     assert read == [{"classifier_causal": True}] * 4 and all(type(r["classifier_causal"]) is bool for r in read)
     assert read_fix(LRA_SHARING, PRESET, {"num_layers": 6.0}) == {"num_layers": 6}
-    assert len({store_name(LRA_SHARING, PRESET, fix) for fix in read}) == 1
+    assert len({run_store_name(LRA_SHARING.store_name(PRESET.name), fix) for fix in read}) == 1
 
 
 def _ended_process() -> int:
@@ -437,7 +424,8 @@ def test_a_trial_whose_driver_provably_stopped_is_failed_and_retried_at_once_the
     import socket
     import subprocess
 
-    from studies.engine.queue import fail_abandoned, trial_id
+    from studies.engine.queue import trial_id
+    from studies.engine.recovery import fail_abandoned
 
     ledger = make_ledger(tmp_path, [], 0)
     alive = subprocess.Popen(["sleep", "60"])
@@ -462,26 +450,26 @@ def test_a_running_driver_fails_another_s_abandoned_trial_and_runs_its_retry(tmp
     import socket
 
     ledger = make_ledger(tmp_path, [], 1)
-    ledger.exclusive = False  # as on PostgreSQL, beside other drivers
+    ledger.store = replace(ledger.store, exclusive=False)  # as on PostgreSQL, beside other drivers
     first = ledger.ask("ray-0")
     gone = _running_trial(ledger, f"{socket.gethostname()}:{_ended_process()}")  # another driver, killed meanwhile
     ledger.heartbeat()
     retry = ledger.ask("ray-1")
-    assert retry is not None and ledger.study.trials[retry["number"]].user_attrs["retry_of"] == gone
+    assert retry is not None and ledger.study.trials[retry.number].user_attrs["retry_of"] == gone
     for config in (first, retry):
-        ledger.finish(config["number"], report(60, final=True), None)
+        ledger.finish(config.number, report(60, final=True), None)
     assert ledger.done() and not ledger.study.get_trials(states=(TrialState.RUNNING,))
 
 
 def test_a_trial_carries_its_driver_and_heartbeat_from_its_ask(tmp_path: Path) -> None:
     """What recovery judges a trial by is written right after the ask, before the trial is dispatched."""
-    from studies.engine.queue import driver_identity
+    from studies.engine.recovery import driver_identity
 
     ledger = make_ledger(tmp_path, [], 1)
     trial, _ = ledger._sample()  # the ask, before _start dispatches it
     stored = ledger.study.trials[trial.number]
     assert stored.state == TrialState.RUNNING and stored.user_attrs["driver"] == driver_identity()
-    assert ledger.trial_ids[trial.number] == trial_id(ledger.storage, ledger.study, trial.number)
+    assert ledger.held.trial_ids[trial.number] == trial_id(ledger.storage, ledger.study, trial.number)
 
 
 def test_a_trial_whose_driver_died_right_after_the_ask_is_failed_and_retried_after_the_grace(
@@ -492,10 +480,10 @@ def test_a_trial_whose_driver_died_right_after_the_ask_is_failed_and_retried_aft
     import subprocess
     import sys
 
-    from studies.engine import queue
+    from studies.engine import recovery
 
     ledger = make_ledger(tmp_path, [], 2)
-    ledger.exclusive = False  # as on PostgreSQL, beside other drivers
+    ledger.store = replace(ledger.store, exclusive=False)  # as on PostgreSQL, beside other drivers
     subprocess.run(  # a real driver process: it asks, then dies before writing anything (as by SIGKILL)
         [
             sys.executable,
@@ -507,16 +495,16 @@ def test_a_trial_whose_driver_died_right_after_the_ask_is_failed_and_retried_aft
     )
     (orphan,) = ledger.study.get_trials(states=(TrialState.RUNNING,))
     assert "driver" not in orphan.user_attrs
-    assert queue.fail_abandoned(ledger.study, ledger.storage) == 0  # within the grace: it may still be written
-    monkeypatch.setattr(queue, "GRACE_PERIOD_S", -1)  # the grace has passed
+    assert recovery.fail_abandoned(ledger.study, ledger.storage) == 0  # within the grace: it may still be written
+    monkeypatch.setattr(recovery, "GRACE_PERIOD_S", -1)  # the grace has passed
     ledger.heartbeat()  # a running driver's heartbeat fails it, and queues its retry for this run
     assert ledger.study.trials[orphan.number].state == TrialState.FAIL
     assert "stopped right after asking it" in ledger.study.trials[orphan.number].user_attrs["error"]
     configs = [ledger.ask(f"ray-{index}") for index in range(2)]  # the retry first, then the budget's other trial
     assert all(configs) and ledger.ask("ray-2") is None  # the orphan was one of the budget's 2: its retry replaces it
-    assert ledger.study.trials[configs[0]["number"]].user_attrs["retry_of"] == orphan.number
+    assert ledger.study.trials[configs[0].number].user_attrs["retry_of"] == orphan.number
     for config in configs:
-        ledger.finish(config["number"], report(60, final=True), None)
+        ledger.finish(config.number, report(60, final=True), None)
     assert ledger.done() and not ledger.study.get_trials(states=(TrialState.RUNNING,))
 
 
@@ -525,7 +513,7 @@ def test_a_trial_another_driver_ended_is_given_up_cleanly(tmp_path: Path) -> Non
     On resuming it neither crashes (UpdateFinishedTrialError) nor leaves a trial RUNNING: it stops the training."""
     ledger = make_ledger(tmp_path, [], 1)
     config = ledger.ask("ray-0")
-    number = config["number"]
+    number = config.number
     ledger.study.tell(number, state=TrialState.FAIL)  # what the other driver's stale-trial check does
     ledger.record_report(number, report(20))
     assert ledger.stops(number, 40, 1.0)  # its worker is stopped at its next report
@@ -540,7 +528,7 @@ def test_what_ray_tune_pickles_of_a_ledger_holds_neither_its_study_nor_its_store
     from ray import cloudpickle
 
     ledger = make_ledger(tmp_path, [], 3)
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(2)]
     ledger.finish(numbers[0], report(PRESET.train.steps, final=True), None)
     pickled = cloudpickle.dumps(ledger)
     assert str(tmp_path / "store.db").encode() not in pickled  # the store's URL appears nowhere

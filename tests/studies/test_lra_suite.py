@@ -26,7 +26,7 @@ from storage.repeats_study import trials_with_repeats
 from studies.catalogue import LRA_SUITE
 from studies.catalogue.lra_suite import LRA_TASKS
 from studies.engine.options import RunOptions
-from studies.engine.suite import run_suite
+from studies.engine.suite_runner import run_suite
 from studies.run import main
 from tests.studies.test_data_dir import _exit_code, _tree
 from tests.trainers.data.release_files import write_lra_release

@@ -20,7 +20,7 @@ CLOSING, NEXT_PHASE = MEASURED_OVERHEADS.closing, MEASURED_OVERHEADS.phase  # wh
 
 def test_each_finished_trial_gets_a_line_naming_its_family_knobs_value_state_and_time(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 3)
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(3)]
     ledger.finish(numbers[0], report(60, final=True), None)
     ledger.finish(numbers[1], report(20), None)  # stopped at step 20 of 60: pruned
     ledger.finish(numbers[2], report(20), "ValueError: boom")
@@ -35,11 +35,11 @@ def test_each_finished_trial_gets_a_line_naming_its_family_knobs_value_state_and
 def test_a_seed_repeat_s_line_shows_the_test_value_it_is_judged_on(tmp_path: Path) -> None:
     planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
     ledger = make_ledger(tmp_path, [planned], 0)
-    first = ledger.ask("ray-0")["number"]
+    first = ledger.ask("ray-0").number
     ledger.finish(first, report(60, final=True), None)
     enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[first]), repeat_of=first, repeat_index=1))
     ledger.total += 1  # as plan_repeats' run asks it
-    repeat = ledger.ask("ray-1")["number"]
+    repeat = ledger.ask("ray-1").number
     ledger.finish(repeat, report(60, final=True) | {"test_accuracy": 0.375}, None)
     line = finished_line(ledger.endings[-1], ledger)
     assert f"(seed repeat of trial {first})" in line and "· test acc 0.375 ·" in line and "0.600" not in line
@@ -50,7 +50,7 @@ def test_the_eta_counts_the_seed_repeats_after_the_search(tmp_path: Path) -> Non
     assert ahead == 2 * (len(LRA_SHARING.families) - 1 + len(LRA_SHARING.points)) * 2
     ledger = make_ledger(tmp_path, [], 4)
     ledger.then = ahead
-    first = ledger.ask("ray-0")["number"]
+    first = ledger.ask("ray-0").number
     ledger.finish(first, report(60, final=True), None)  # one trial of 1.5 s done: 3 + the repeats left
     line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
     assert line.startswith(f"trials 1/4 done (then up to {ahead} repeats) · 0 running · best val acc 0.600 · ")
@@ -62,7 +62,7 @@ def test_the_repeats_expected_after_the_search_count_at_full_length(tmp_path: Pa
     repeats ahead: a repeat never stops early, so the trials that did count at the length they would have run."""
     ledger = make_ledger(tmp_path, [], 2)
     ledger.then = 2
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(2)]
     ledger.finish(numbers[0], report(30), None)  # stopped half way, after 1.5 s: 3 s at full length
     assert ledger.endings[0].step == 30
     # the 2 repeats at full length, the search trial left as measured
@@ -75,14 +75,14 @@ def test_a_named_point_s_line_names_it(tmp_path: Path) -> None:
     (point,) = LRA_SHARING.points
     queued_point = PlannedTrial(params={"attention": "damcha", "metric_mode": "rowsum"}, family=point.family, point=point.label)
     ledger = make_ledger(tmp_path, [queued_point], 0)
-    number = ledger.ask("ray-0")["number"]
+    number = ledger.ask("ray-0").number
     ledger.finish(number, report(60, final=True), None)
     assert finished_line(ledger.endings[0], ledger).startswith(f"trial {number} · {point.family} ({point.label}) · ")
 
 
 def test_between_endings_the_eta_only_runs_down_an_ending_re_estimates_it_and_0_means_nothing_left(tmp_path: Path) -> None:
     ledger = make_ledger(tmp_path, [], 3)
-    numbers = [ledger.ask(f"ray-{i}")["number"] for i in range(3)]
+    numbers = [ledger.ask(f"ray-{i}").number for i in range(3)]
     ledger.finish(numbers[0], report(60, final=True), None)  # 1.5 s
     first = eta_seconds(ledger, 1)
     assert first == 1.5 * 2 + CLOSING
@@ -120,13 +120,13 @@ def test_piped_progress_never_prints_the_same_line_twice(tmp_path: Path, monkeyp
     piped = io.StringIO()
     monkeypatch.setattr("sys.stderr", piped)
     progress = ProgressLine(ledger, 1)
-    number = ledger.ask("ray-0")["number"]
+    number = ledger.ask("ray-0").number
     ledger.finish(number, report(60, final=True), None)
     progress.on_step_end(0, [])
     progress.on_experiment_end([])  # nothing happened in between: no second line
     lines = [line for line in piped.getvalue().splitlines() if line.startswith("trials ")]
     assert len(lines) == 1, lines
-    ledger.finish(ledger.ask("ray-1")["number"], report(60, final=True), None)
+    ledger.finish(ledger.ask("ray-1").number, report(60, final=True), None)
     progress.on_experiment_end([])  # the last trial ended: its line, then the new count
     lines = [line.split(" · ")[0] for line in piped.getvalue().splitlines() if line.startswith("trials ")]
     assert lines == ["trials 1/2 done", "trials 2/2 done"], lines
@@ -137,13 +137,13 @@ def test_the_eta_of_seed_repeats_counts_each_at_the_time_its_search_trial_took(t
     planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
     ledger = make_ledger(tmp_path, [planned, replace(planned, params=planned.params | {"num_heads": 4})], 0)
     steps = ledger.preset.train.steps
-    fast, slow = (ledger.ask(f"ray-{i}")["number"] for i in range(2))
+    fast, slow = (ledger.ask(f"ray-{i}").number for i in range(2))
     ledger.finish(fast, report(steps, final=True), None)  # 1.5 s
     ledger.finish(slow, report(steps // 2) | {"wall_seconds": 15.0}, None)  # stopped halfway: 30 s at full length
     for original, index in ((fast, 1), (slow, 1), (slow, 2)):
         enqueue(ledger.study, replace(PlannedTrial.of(ledger.study.trials[original]), repeat_of=original, repeat_index=index))
     ledger.total += 3  # as plan_repeats' run asks it
-    first = ledger.ask("ray-2")["number"]
+    first = ledger.ask("ray-2").number
     ledger.finish(first, report(steps, final=True), None)  # the fast one's repeat: 1.5 s
     assert eta_seconds(ledger, 1) == 60.0 + CLOSING  # the slow one's two repeats, 30 s each (the mean of all that ended: 6 s)
     assert eta_seconds(ledger, 2) == 30.0 + CLOSING  # on two slots at once
@@ -157,7 +157,7 @@ def test_the_repeats_expected_in_the_search_are_those_the_verdict_would_compare_
     assert expected_repeat_seconds(ledger) is None  # no search trial has ended
     steps = ledger.preset.train.steps
     for index in range(6):  # the last stopped half way after 1.5 s: 3 s at full length
-        ledger.finish(ledger.ask(f"ray-{index}")["number"], report(steps, final=True) if index < 5 else report(steps // 2), None)
+        ledger.finish(ledger.ask(f"ray-{index}").number, report(steps, final=True) if index < 5 else report(steps // 2), None)
     expected = expected_repeat_seconds(ledger)
     assert fewest_repeats(LRA_SHARING, 2) <= len(expected) <= most_repeats(LRA_SHARING, 2)
     assert set(expected) <= {1.5, 3.0}  # each at its search trial's time, at full length
@@ -176,7 +176,7 @@ def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> 
     planned = PlannedTrial(params={"attention": "mha", "d_model": 32, "num_heads": 2}, family="MHA", baseline=True)
     ledger = make_ledger(tmp_path, [planned, replace(planned, params=planned.params | {"num_heads": 4})], 0)
     steps = ledger.preset.train.steps
-    originals = [ledger.ask(f"ray-{i}")["number"] for i in range(2)]
+    originals = [ledger.ask(f"ray-{i}").number for i in range(2)]
     for number in originals:
         ledger.finish(number, report(steps, final=True), None)  # 1.5 s each
     for index in range(1, 5):
@@ -194,7 +194,7 @@ def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> 
     ledger.endings[:], ledger.finished, ledger.total = ended, finished, ledger.total + 2
     slowed = report(steps, final=True) | {"wall_seconds": 4.5}
     for done in range(1, 9):
-        ledger.finish(ledger.ask(f"ray-r{done}")["number"], slowed, None)
+        ledger.finish(ledger.ask(f"ray-r{done}").number, slowed, None)
         left = 4.5 * (8 - done) + (CLOSING if done < 8 else 0.0)
         if done >= 2:  # a quarter of the repeats on
             assert abs(eta_seconds(ledger, 1) - left) <= 0.25 * left, done

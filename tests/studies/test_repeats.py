@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from reports.results.configurations import configurations
-from reports.results.verdict import headline
 from studies.catalogue import LRA_SHARING
 from studies.engine.repeats import INTERIM_ALPHA, open_comparisons
-from tests.reports.test_analysis import KNOBS, frame
+from studies.results.configurations import configurations
+from studies.results.verdict import headline
+from tests.studies.results.test_analysis import KNOBS, frame
 
 
 def _rows(shifts: dict[str, tuple[float, float]], seeds: int = 3) -> list[tuple]:

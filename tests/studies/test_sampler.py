@@ -13,13 +13,13 @@ import pytest
 from optuna.trial import TrialState
 
 from benchmarks.infeasible import DIVERGING_SHARE, diverging_share
-from reports.results.frame import outcome, trials_frame
-from reports.results.names import INFEASIBLE
 from storage import open_storage, record
 from studies.catalogue import get_study
 from studies.catalogue.search_strategy import Search
 from studies.engine.family_sampler import FamilySampler
 from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for, study_sampler
+from studies.results.frame import outcome, trials_frame
+from studies.results.names import INFEASIBLE
 
 TRIALS = 80
 
@@ -154,6 +154,32 @@ def test_in_band_sampling_takes_the_best_baseline_s_cost_while_a_configuration_t
         unbanded = _band_study(FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=GRIDS), 16)
         outside += sum(family == "b" and best is not None and x != best for family, x, _, best in unbanded[:8])
     assert outside  # the test could fail: without the band, family b's first trials leave it
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+def test_matchable_sampling_never_draws_a_configuration_no_baseline_matches_in_cost_while_one_is_left(maker: str) -> None:
+    """Family ``b``'s configurations with ``x`` = 3 cost 3, which none of baseline ``a``'s configurations (costs 1 and
+    2, ``a`` searching ``x`` in 1..2 alone) lies within the cost band of: with ``matchable`` they are drawn only once
+    the matchable ones (``x`` 1 or 2, four of them) are all tried; without it, some of ``b``'s first trials take them."""
+    grids = {"a": [{"kind": "a", "x": x, "y": 1} for x in (1, 2)], "b": GRIDS["b"]}
+
+    def cost(config: dict) -> float:
+        return float(config["x"])
+
+    unmatchable_early = 0
+    for seed in range(5):
+        sampler = FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=grids, cost=cost, baseline="a", matchable=True)
+        taken = [x for family, x, _, _ in _band_study(sampler, 12) if family == "b"]
+        assert 3 not in taken[:4] and set(taken[4:]) == {3}, (seed, taken)  # the four matchable, then the rest
+        plain = FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=grids, cost=cost, baseline="a")
+        unmatchable_early += sum(x == 3 for family, x, _, _ in _band_study(plain, 8) if family == "b")
+    assert unmatchable_early  # the test could fail: without it, family b's first trials take unmatchable ones
+
+
+def test_a_matchable_search_needs_the_band_s_costs() -> None:
+    with pytest.raises(ValueError, match="in_band=True"):
+        Search("random", in_band=False, matchable=True)
+    assert "only configurations some baseline configuration matches in cost" in Search(matchable=True).describe(10, 20)
 
 
 def test_a_search_in_the_band_needs_untried_configurations_and_their_costs() -> None:

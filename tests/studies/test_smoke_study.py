@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -14,15 +15,15 @@ from optuna.trial import TrialState
 
 from common.outputs import REPORTS_DIR
 from reports.files import report_path
-from reports.results.frame import search_runs, trials_frame
-from reports.results.matching import pairings
 from storage import record
 from storage.repeats_study import linked_repeats
 from studies.catalogue import LRA_SHARING
 from studies.catalogue.families import AUTHORS
-from studies.catalogue.schema import PLUMBING_CHECK
+from studies.catalogue.reliability import PLUMBING_CHECK
 from studies.engine.queue import enqueue, trials_counted
 from studies.engine.repeats import repeats_due
+from studies.results.frame import search_runs, trials_frame
+from studies.results.matching import pairings
 from studies.run import main
 from tests.conftest import SMOKE_STUDY as NAME
 from tests.conftest import copy_store
@@ -254,7 +255,7 @@ def test_the_report_shows_one_split_per_axis_and_no_raw_float(smoke_run: dict) -
     """The Pareto figures' value axis names the search runs' validation split and the diamonds' test split (the
     diamonds once sat on a "validation accuracy" axis); the settings say a family's share in whole trials."""
     from reports.figures import pareto_figure
-    from reports.results import StudyResults
+    from studies.results import StudyResults
 
     results = StudyResults.read(optuna.load_study(study_name=NAME, storage=smoke_run["url"]))
     searched = results.frame[search_runs(results.frame)]
@@ -265,3 +266,24 @@ def test_the_report_shows_one_split_per_axis_and_no_raw_float(smoke_run: dict) -
     settings = page[page.index("<h2>Settings</h2>") : page.index("<h2>Pareto fronts</h2>")]
     assert "<th>trials_per_family</th><td>2 or 3</td>" in settings  # the fixture's 8 trials over 3 families
     assert not re.search(r"\d\.\d{5,}", settings), re.findall(r"\d\.\d{5,}", settings)
+
+
+SUMMARY = Path(__file__).with_name("smoke_summary.txt")  # the resumed smoke run's closing summary, as committed
+
+
+def _closing_summary(output: str, root: Path) -> str:
+    """The run's closing summary (from the Optuna study's name on): its folder named ``<root>`` and its store's tag
+    ``<tag>`` (both differ from run to run), its time taken left out."""
+    block = output[output.rindex(f"\n{NAME}\n") :]
+    kept = [line.replace(str(root), "<root>") for line in block.splitlines() if not line.startswith("  took:")]
+    return re.sub(r"\.store-[0-9a-f]+\.html", ".store-<tag>.html", "\n".join(kept).strip() + "\n")
+
+
+def test_the_smoke_summary_is_the_committed_one(smoke_run: dict) -> None:
+    """What a resumed smoke run concludes, word for word (trials, verdict, compared configurations and their figures):
+    a change of the engine's structure changes none of it. A change that should alters smoke_summary.txt with it
+    (``DAMCHA_WRITE_SUMMARY=1`` writes the file instead of comparing)."""
+    summary = _closing_summary(smoke_run["output"], smoke_run["root"])
+    if os.environ.get("DAMCHA_WRITE_SUMMARY"):
+        SUMMARY.write_text(summary)
+    assert summary == SUMMARY.read_text()

@@ -18,21 +18,23 @@ TRIAL = """
     from pathlib import Path
     from studies.catalogue import LRA_SHARING
     from studies.engine.trainable import TrialDevice, train_trial
+    from studies.engine.trial_config import TrialSpec
     preset = LRA_SHARING.preset("smoke")
     for mode in sys.argv[1].split(","):  # trials in turn, as a reused Ray worker trains them; the last one's reports
         family = dict(attention="mha") if mode == "mha" else dict(
             attention="damcha", metric_mode=mode, metric_rank=4, generator_depth=1, sharing="layer"
         )
-        config = {
-            "model": preset.task.model_fields() | dict(d_model=32, num_heads=2, num_layers=2, mlp_width=64) | family,
-            "train": dataclasses.asdict(dataclasses.replace(preset.train, steps=120, eval_every=40, seed=80_003)),
-            "task": preset.task,
-            "cache_dir": sys.argv[2],
-            "compile_cache_dir": sys.argv[2],
-            "memory_bytes": int(sys.argv[3]) or None,
-        }
+        spec = TrialSpec(
+            number=0,
+            model=preset.task.model_fields() | dict(d_model=32, num_heads=2, num_layers=2, mlp_width=64) | family,
+            train=dataclasses.replace(preset.train, steps=120, eval_every=40, seed=80_003),
+            task=preset.task,
+            cache_dir=sys.argv[2],
+            compile_cache_dir=sys.argv[2],
+            memory_bytes=int(sys.argv[3]) or None,
+        )
         reports = []
-        train_trial(config, TrialDevice("cpu", 0.0, 1), report=lambda step, metrics: reports.append(metrics))
+        train_trial(spec, TrialDevice("cpu", 0.0, 1), report=lambda step, metrics: reports.append(metrics))
     print(json.dumps(reports))
 """
 

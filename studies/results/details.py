@@ -9,10 +9,10 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from reports.results.frame import family_of, outcome
-from reports.results.quality import quality_of
 from storage import masked_url, record
 from storage.repeats_study import trials_with_repeats
+from studies.results.frame import family_of, outcome
+from studies.results.quality import quality_of
 
 
 def learning_curves(study: optuna.Study, numbers: list[int]) -> pd.DataFrame:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 
-from reports.results.configurations import configurations
-from reports.results.frame import knob_columns, trials_frame
-from reports.results.verdict import Headline, headline
+from studies.results.configurations import configurations
+from studies.results.frame import knob_columns, trials_frame
+from studies.results.verdict import Headline, headline
 
 
 @dataclass(frozen=True)

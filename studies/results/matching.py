@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.results.frame import search_runs
-from reports.results.fronts import best
-from reports.results.names import CURVE, SCORE
-from reports.results.quality import quality
 from storage import record
+from studies.results.frame import search_runs
+from studies.results.fronts import best
+from studies.results.names import CURVE, SCORE
+from studies.results.quality import quality
 
 COST_BAND = 1.15
 

@@ -11,12 +11,12 @@ import math
 
 import pandas as pd
 
-from reports.results.frame import configuration_key, search_runs
-from reports.results.fronts import best
-from reports.results.names import SCORE
-from reports.results.quality import Quality, quality
-from reports.results.statistics import mean_interval
 from storage import record
+from studies.results.frame import configuration_key, search_runs
+from studies.results.fronts import best
+from studies.results.names import SCORE
+from studies.results.quality import Quality, quality
+from studies.results.statistics import mean_interval
 
 COLUMNS = (
     "config",
@@ -64,7 +64,7 @@ def configurations(frame: pd.DataFrame, knobs: list[str]) -> pd.DataFrame:
     """Complete trials grouped by configuration.
 
     Args:
-        frame: ``reports.results.frame.trials_frame``.
+        frame: ``studies.results.frame.trials_frame``.
         knobs: The knob columns that identify a configuration.
 
     Returns:

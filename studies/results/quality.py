@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import optuna
 import pandas as pd
 
-from reports.results.names import QUALITY_ATTRIBUTE
 from storage import record
+from studies.results.names import QUALITY_ATTRIBUTE
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.results.frame import search_runs
-from reports.results.names import INFEASIBLE, SCORE
 from storage import record
+from studies.results.frame import search_runs
+from studies.results.names import INFEASIBLE, SCORE
 
 
 def pareto_mask(frame: pd.DataFrame, x: str = record.FLOPS) -> pd.Series:

@@ -12,31 +12,28 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from reports.results.names import (
+from storage import record
+from storage.repeats_study import trials_with_repeats
+from studies.results.names import (
     ATTRIBUTE_COLUMNS,
     CURVE,
     FAMILIES_ATTRIBUTE,
     FAMILY_KNOBS_ATTRIBUTE,
-    INFEASIBLE,
     KNOBS_ATTRIBUTE,
     LOST_DRIVER_ERROR,
     QUALITY_ATTRIBUTE,
     SCORE,
     STARTED_STATES,
     TASK_ATTRIBUTE,
+    outcome_name,
 )
-from reports.results.quality import quality_of
-from storage import record
-from storage.repeats_study import trials_with_repeats
+from studies.results.quality import quality_of
 
 
 def outcome(trial: optuna.trial.FrozenTrial) -> str:
-    """What a trial came to: its state's name, or ``INFEASIBLE`` for a configuration that cannot train.
-
-    Optuna keeps an infeasible trial COMPLETE, with placeholder values and a violated
-    constraint (``studies.engine.sampler.tell_infeasible``): it is no result.
-    """
-    return INFEASIBLE if record.INFEASIBLE in trial.user_attrs else trial.state.name
+    """What a stored trial came to (``names.outcome_name``): an infeasible one, kept COMPLETE with placeholder
+    values and a violated constraint (``studies.engine.sampler.tell_infeasible``), is no result."""
+    return outcome_name(trial.state.name, record.INFEASIBLE in trial.user_attrs)
 
 
 def family_of(trial: optuna.trial.FrozenTrial) -> str:

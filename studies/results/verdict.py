@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.results.configurations import configuration_keys, configurations
-from reports.results.frame import knob_columns, search_runs
-from reports.results.matching import COST_BAND, Pairing, front_relation, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE, TASK_ATTRIBUTE
-from reports.results.quality import Quality, quality
-from reports.results.statistics import LEVEL, Test, equivalence_p, holm, paired_test, seeds_to_decide, welch_test
 from storage import record
+from studies.results.configurations import configuration_keys, configurations
+from studies.results.frame import knob_columns, search_runs
+from studies.results.matching import COST_BAND, Pairing, front_relation, pairings
+from studies.results.names import FAMILIES_ATTRIBUTE, TASK_ATTRIBUTE
+from studies.results.quality import Quality, quality
+from studies.results.statistics import LEVEL, Test, equivalence_p, holm, paired_test, seeds_to_decide, welch_test
 
 
 @dataclass(frozen=True)

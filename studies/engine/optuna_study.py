@@ -14,9 +14,11 @@ from storage import (
     record,
 )
 from storage.repeats_study import check_repeats_place, linked_repeats
-from studies.catalogue.schema import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRESET, Study
-from studies.engine.options import FRESH_SUFFIX, CheckedRun, RunOptions
-from studies.engine.queue import heartbeat_options
+from studies.catalogue.reliability import NOT_MEASURED, PLUMBING_CHECK, PLUMBING_PRESET
+from studies.catalogue.schema import Study
+from studies.catalogue.store_names import fresh_name
+from studies.engine.options import CheckedRun, RunOptions
+from studies.engine.recovery import heartbeat_options
 from studies.engine.sampler import study_sampler
 from studies.engine.trial_config import configuration_flops
 
@@ -43,7 +45,7 @@ def open_study(
     storage = open_storage(run.url, **heartbeat_options())
     name = run.study_name
     if options.fresh and (old := _existing(storage, name)) is not None:
-        new = f"{name}-{datetime.datetime.now():{FRESH_SUFFIX}}"
+        new = fresh_name(name, datetime.datetime.now())
         print(
             f"--fresh: study {name!r} ({len(old.trials)} trials) stays as it is in {masked_url(run.url)}; starting {new!r}",
             file=out,

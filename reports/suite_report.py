@@ -2,7 +2,7 @@
 as LRA reports it; each task's verdict beside it, and links to the tasks' own reports.
 
 A cell is the family's best configuration in the search (the one its fresh seeds trained
-again: ``reports.results.fronts.best`` by search score), valued over its fresh seeds with a 95%
+again: ``studies.results.fronts.best`` by search score), valued over its fresh seeds with a 95%
 t-interval; without two fresh seeds, the selected single run itself, marked uncorrected.
 """
 
@@ -16,12 +16,12 @@ import optuna
 import pandas as pd
 
 from reports.html import STYLE
-from reports.results.configurations import configurations
-from reports.results.frame import knob_columns
-from reports.results.fronts import best, family_order
-from reports.results.quality import quality
-from reports.results.statistics import mean_interval
 from storage import masked_url, record
+from studies.results.configurations import configurations
+from studies.results.frame import knob_columns
+from studies.results.fronts import best, family_order
+from studies.results.quality import quality
+from studies.results.statistics import mean_interval
 
 UNCORRECTED = "†"  # a selected single run: no fresh seeds to value it on
 
@@ -30,7 +30,7 @@ def suite_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per family and task with a complete configuration.
 
     Args:
-        frames: ``reports.results.frame.trials_frame`` of each task's study, by task.
+        frames: ``studies.results.frame.trials_frame`` of each task's study, by task.
 
     Returns:
         Columns ``family``, ``baseline``, ``task``, ``value``, ``ci_low``, ``ci_high``,
@@ -83,7 +83,7 @@ def suite_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
     """The suite's answer for a terminal: each family's value per task, and its average.
 
     Args:
-        frames: ``reports.results.frame.trials_frame`` of each task's study, by task.
+        frames: ``studies.results.frame.trials_frame`` of each task's study, by task.
     """
     cells, families = suite_cells(frames), _families(frames)
     lines = []
@@ -112,7 +112,7 @@ def suite_html(
         name: The suite's report name.
         question: What the suite asks.
         stores: Each task's study, by task, in the table's order.
-        frames: ``reports.results.frame.trials_frame`` of each of them, by task.
+        frames: ``studies.results.frame.trials_frame`` of each of them, by task.
         storage_url: Where they were read (shown with any password masked).
         links: Each task's own report, as a link from this page.
     """

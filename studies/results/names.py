@@ -10,6 +10,14 @@ SCORE = "score"  # frame column: the study's first objective, signed so that lar
 CURVE = "curve"  # frame column: the values a trial reported, by step (its learning curve; {} for none)
 STARTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 INFEASIBLE = "INFEASIBLE"  # the outcome of such a trial (Optuna: COMPLETE, its constraint violated)
+
+
+def outcome_name(state_name: str, infeasible: bool) -> str:
+    """What a trial came to, as the summary and the progress line count it: its state's name, or ``INFEASIBLE``
+    for a configuration that cannot train (which Optuna keeps COMPLETE, its constraint violated)."""
+    return INFEASIBLE if infeasible else state_name
+
+
 ATTRIBUTE_COLUMNS = (
     record.FAMILY,
     record.BASELINE,

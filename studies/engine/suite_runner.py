@@ -18,17 +18,17 @@ import ray
 
 from common.outputs import write_atomically
 from reports.files import report_path
-from reports.results.frame import trials_frame
-from reports.suite import suite_html, suite_lines
+from reports.suite_report import suite_html, suite_lines
 from storage import masked_url, open_storage
 from studies.catalogue.schema import Suite
 from studies.engine.cluster import start_ray
 from studies.engine.options import RunOptions, check_options
-from studies.engine.runner import RunOutcome, run_study
+from studies.engine.runner import FinishedRun, run_study
+from studies.results.frame import trials_frame
 from trainers.data.cache import default_cache_dir
 
 
-def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> list[RunOutcome]:
+def run_suite(suite: Suite, options: RunOptions, out: TextIO | None = None) -> list[FinishedRun]:
     """Run (or resume) every study of a suite, then write the suite's report.
 
     Args:

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reports.results.configurations import configurations
-from reports.results.frame import trials_frame
-from reports.results.fronts import best, pareto_mask
-from reports.results.matching import COST_BAND, front_relation, pairings
-from reports.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE, TASK_ATTRIBUTE
-from reports.results.quality import QUALITIES
-from reports.results.statistics import (
+from studies.results.configurations import configurations
+from studies.results.frame import trials_frame
+from studies.results.fronts import best, pareto_mask
+from studies.results.matching import COST_BAND, front_relation, pairings
+from studies.results.names import FAMILIES_ATTRIBUTE, QUALITY_ATTRIBUTE, TASK_ATTRIBUTE
+from studies.results.quality import QUALITIES
+from studies.results.statistics import (
     detectable_difference,
     holm,
     mean_interval,
@@ -23,7 +23,7 @@ from reports.results.statistics import (
     seeds_for_power,
     welch_test,
 )
-from reports.results.verdict import duplicates, headline
+from studies.results.verdict import duplicates, headline
 
 KNOBS = ["attention", "metric_rank"]
 
