@@ -82,7 +82,10 @@ class FamilySampler(optuna.samplers.BaseSampler):
     ) -> None:
         self._make, self._seed, self._per_family = make, seed, per_family
         self._untried, self._cost, self._baseline = untried, cost, baseline
-        self._baseline_costs = self._costs_of(baseline) if matchable else None
+        self._baseline_costs = None  # with ``matchable``: the baseline's configurations' FLOPs
+        if matchable and cost is not None:
+            baseline_configurations = (untried or {}).get(baseline, [])
+            self._baseline_costs = [flops for config in baseline_configurations if (flops := cost(config)) is not None]
         self._samplers: dict[str | None, optuna.samplers.BaseSampler] = {}
         self._rng = np.random.default_rng(seed)
 
@@ -112,7 +115,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
             if not any(all(params.get(k) == v for k, v in config.items()) for params in taken)
             and all(config[k] == v for k, v in chosen.items() if k in config)
         ]
-        if self._baseline_costs is not None and _family(trial) != self._baseline and record.POINT not in trial.user_attrs:
+        if self._baseline_costs is not None and self._judged_against_baseline(trial):
             open_ = [config for config in open_ if self._matchable(config)] or open_  # all tried: the family's others
         reference = self._band_reference(study, trial)
         if reference is None:
@@ -120,20 +123,19 @@ class FamilySampler(optuna.samplers.BaseSampler):
         in_band = [config for config in open_ if (flops := self._cost(config)) is not None and matched(flops / reference)]
         return in_band or open_  # the band's configurations all tried: the family's others
 
-    def _costs_of(self, family: str | None) -> list[float]:
-        """The FLOPs of each of ``family``'s configurations whose cost is known."""
-        configurations = (self._untried or {}).get(family, []) if self._cost is not None else []
-        return [flops for config in configurations if (flops := self._cost(config)) is not None]
+    def _judged_against_baseline(self, trial: FrozenTrial) -> bool:
+        """A searched trial of a family compared with the baseline (not the baseline's, not a named point's)."""
+        return _family(trial) != self._baseline and record.POINT not in trial.user_attrs
 
     def _matchable(self, config: Mapping[str, Value]) -> bool:
-        """Whether some baseline configuration lies within the cost band of ``config``."""
-        flops = self._cost(config) if self._cost is not None else None
-        return flops is not None and any(matched(flops / cost) for cost in self._baseline_costs or [])
+        """Whether some baseline configuration lies within the cost band of ``config`` (``_baseline_costs``)."""
+        flops = self._cost(config)
+        return flops is not None and any(matched(flops / cost) for cost in self._baseline_costs)
 
     def _band_reference(self, study: optuna.Study, trial: FrozenTrial) -> float | None:
         """The FLOPs of the best complete baseline search trial told before ``trial``, when ``trial`` is searched
         within its band (``cost`` given, another family than the baseline, not a named point); else None."""
-        if self._cost is None or _family(trial) == self._baseline or record.POINT in trial.user_attrs:
+        if self._cost is None or not self._judged_against_baseline(trial):
             return None
         baselines = [
             other

@@ -137,9 +137,6 @@ class Ledger:
 
     def __init__(self, store: LedgerStore, asking: Asking, setup: TrialSetup, outlook: Outlook = Outlook()) -> None:
         self.store, self.asking, self.setup = store, asking, setup
-        # The names every reader uses, from the parts above.
-        self.study, self.storage, self.search = store.study, store.storage, store.search or store.study
-        self.definition, self.preset, self.space = asking.definition, asking.preset, asking.space
         self.then, self.repeat_seeds = outlook.then, outlook.repeat_seeds
         self.objective = asking.definition.objectives[0]  # the value that judges a trial, reported at each evaluation
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
@@ -153,6 +150,14 @@ class Ledger:
         self.finished: dict[str, int] = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, INFEASIBLE: 0}
         self.endings: list[FinishedTrial] = []  # each trial this run saw end, in order
         self.best_value: float | None = None  # of the objective, over this run's complete trials
+
+    # The names every reader uses, read from the parts (one copy of each: the parts).
+    study = property(lambda self: self.store.study, doc="The Optuna study it asks.")
+    storage = property(lambda self: self.store.storage, doc="Its storage.")
+    search = property(lambda self: self.store.search or self.store.study, doc="The search's study.")
+    definition = property(lambda self: self.asking.definition, doc="The study definition.")
+    preset = property(lambda self: self.asking.preset, doc="Its budget.")
+    space = property(lambda self: self.asking.space, doc="The preset's search space.")
 
     def remaining(self) -> int:
         """Trials left to ask: the store's queue, then searched trials up to the budget."""
@@ -374,5 +379,5 @@ class Ledger:
         (The studies, the storage, the ask lock and the held trials carry it, password included; Tune never
         restores a ledger, whose record is the store itself.)
         """
-        held = ("store", "study", "search", "storage", "held")
+        held = ("store", "held")
         return {name: value for name, value in self.__dict__.items() if name not in held}

@@ -199,10 +199,11 @@ def test_the_eta_of_repeats_slowed_by_load_learns_their_pace(tmp_path: Path) -> 
         if done >= 2:  # a quarter of the repeats on
             assert abs(eta_seconds(ledger, 1) - left) <= 0.25 * left, done
         if done == 4:  # the line of a phase of repeats (its ledger's search study another's) says the pace, and no best
-            searching = ledger.search
-            ledger.search = optuna.load_study(study_name=ledger.study.study_name, storage=ledger.storage)
+            searching = ledger.store
+            other = optuna.load_study(study_name=ledger.study.study_name, storage=ledger.storage)
+            ledger.store = replace(ledger.store, search=other)
             line = progress_line(ledger, 10.0, eta_seconds(ledger, 1))
             assert line.startswith("seed repeats 6/10 done · 0 running · 00:10 elapsed · ETA ")
             assert line.endswith(" at 3.0x the search's trial times") and "best" not in line
-            ledger.search = searching
+            ledger.store = searching
     assert repeat_pace(ledger) == 3.0
