@@ -31,6 +31,7 @@ from studies.catalogue.tasks import ListOpsTask
 from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.recovery import heartbeat_options
 from studies.engine.sampler import sampler_for
+from studies.engine.study_space import preset_space
 from studies.engine.trainable import TrialDevice, train_trial
 from studies.results.quality import quality_named
 from studies.run import integer_from
@@ -102,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             sampler=sampler_for(len(study.objectives), args.trials, 0),
         )
         ledger = Ledger(
-            LedgerStore(store, storage), Asking(study, preset, study.space_for(preset), args.trials), TrialSetup(str(cache_dir))
+            LedgerStore(store, storage),
+            Asking(study, preset, preset_space(study, preset), args.trials),
+            TrialSetup(str(cache_dir)),
         )
         failed = False
         placement = TrialDevice(args.device, 1.0 if args.device == "cuda" else 0.0, os.cpu_count() or 1)

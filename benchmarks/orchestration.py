@@ -40,6 +40,7 @@ from studies.catalogue import LRA_SHARING
 from studies.engine.options import RunOptions
 from studies.engine.runner import run_study
 from studies.run import integer_from
+from studies.show import show_study
 from trainers.config import ModelConfig
 from trainers.train import train
 
@@ -63,6 +64,7 @@ def preset_overhead(preset_name: str) -> None:
         summary = io.StringIO()
         start = time.perf_counter()
         outcome = run_study(LRA_SHARING, RunOptions(preset=preset_name, storage=url, cache_dir=root / "data"), out=summary)
+        show_study(outcome, summary)  # its report and summary, as the command line shows them
         wall = time.perf_counter() - start
         ray.shutdown()
         trials = optuna.load_study(study_name=outcome.study_name, storage=url).get_trials()

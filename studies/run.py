@@ -235,14 +235,10 @@ def main(argv: list[str] | None = None) -> int:
 
             planned = replace(options, preset=options.preset or runnable.default_preset)
             print("\n\n".join(plan(study, planned).text for study in studies))
-        elif isinstance(runnable, Suite):
-            from studies.engine.suite_runner import run_suite  # imports ray: after prepare_ray_environment
-
-            run_suite(runnable, options)
         else:
-            from studies.engine.runner import run_study  # imports ray: after prepare_ray_environment
+            from studies.show import run_and_show  # imports ray: after prepare_ray_environment
 
-            run_study(runnable, options)
+            run_and_show(runnable, options, sys.stdout)
     except (
         UnknownNameError,
         SearchSpaceError,

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from studies.engine.study_space import preset_space
+
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:
@@ -63,7 +65,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> dict:
             user_attrs={"family": "DAMCHA (cross)", "baseline": False},
         )
         dead = store.ask()
-        LRA_SHARING.space_for(preset).suggest(dead)
+        preset_space(LRA_SHARING, preset).suggest(dead)
 
         frames = _count_trial_frames(patch)  # every module's trials_frame, counted from here on
         with contextlib.redirect_stdout(io.StringIO()) as output:

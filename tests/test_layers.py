@@ -70,8 +70,9 @@ RULES = {
         "trainers",
         "storage",
         "studies.results",
-        "reports",
-        "common",
+        "reports.files",  # the report's path, checked before a run writes anything
+        "reports.tables",  # the verdict table the store keeps beside the verdict
+        "common",  # never a page: the command line renders the report (studies.show)
     ),
 }
 

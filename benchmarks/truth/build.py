@@ -44,6 +44,7 @@ from common.naming import UnknownNameError
 from common.outputs import exit_with
 from storage import StorageURLError, StoreBusyError, open_storage, record, resolve_storage_url
 from studies.catalogue.schema import Study
+from studies.engine.study_space import preset_space
 
 IMPORTED_ATTRIBUTE = "imported_from_table"  # user attribute of a trial added from the committed table
 
@@ -64,7 +65,7 @@ def import_rows(optuna_study: optuna.Study, definition: Study, table: Table) -> 
     Returns:
         How many trials were added.
     """
-    space = definition.space_for(definition.preset(TABLE_PRESET))
+    space = preset_space(definition, definition.preset(TABLE_PRESET))
     held = {table.configuration_of(row) + (row[record.SEED_INDEX],) for row in rows_of(optuna_study).to_dict("records")}
     points = {point.label: point for point in definition.points}
     added = 0

@@ -50,6 +50,7 @@ from studies.catalogue.search_strategy import Search
 from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.repeats import plan_repeats
 from studies.engine.sampler import study_sampler
+from studies.engine.study_space import preset_space
 from studies.engine.trial_config import configuration_flops
 from studies.results.frame import configuration, trials_frame
 from studies.results.verdict import Headline, verdict
@@ -188,7 +189,7 @@ def replay(definition: Study, preset: Preset, table: Table, strategy: Strategy, 
         The replayed study.
     """
     preset = strategy.preset(preset)
-    space = definition.space_for(preset)
+    space = preset_space(definition, preset)
     storage = ReplayStorage()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -1,5 +1,6 @@
 """The catalogue's schema: a study (its question, families, search space, objectives, budgets), a
-preset, a family, a named point and a suite. Frozen data; ``studies.engine`` runs it."""
+preset, a family, a named point and a suite. Frozen data, checked as it is made, and lookups into it;
+``studies.engine`` derives what a run searches (``study_space``) and runs it."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ class DecidingSeeds:
     seeds: int
     where: tuple[Mapping[str, Value], ...]
 
-    def matches(self, entry: GridEntry) -> bool:
-        """Whether ``entry``'s configuration is one that gets the extra runs."""
-        held = dict(entry.configuration) | {"point": entry.point and entry.point.label}
+    def matches(self, configuration: Mapping[str, Value], point: str | None = None) -> bool:
+        """Whether a configuration (its knobs' values, and the label of the named point it trains, if any) is one
+        that gets the extra runs."""
+        held = dict(configuration) | {"point": point}
         return any(all(name in held and held[name] == value for name, value in where.items()) for where in self.where)
 
 
@@ -55,7 +57,7 @@ class Preset:
             settings belong in ``train``.
         domains: Narrowed domains of searched knobs.
         trials: Default number of trials, baselines included (an exhaustive preset's table's size,
-            which a run counts itself: ``Study.exhaustive_grid``).
+            which a run counts itself: ``studies.engine.study_space.table_grid``).
         cpus_per_trial, gpus_per_trial: Default resources of one trial.
         grace_steps: Steps a trial runs before early stopping, where its search has a rule, may stop it.
         search: How the sampler and early stopping choose (``Search``).
@@ -172,29 +174,6 @@ class NamedPoint:
 
 
 @dataclass(frozen=True)
-class GridEntry:
-    """One trial of an exhaustive preset: a family's configuration and which of its seeds.
-
-    Attributes:
-        family: The family it belongs to.
-        configuration: Every searched knob it sets (a named point's own values too).
-        point: The named point it trains, or None.
-        seed_index: Which of the configuration's runs (0, 1, ...).
-    """
-
-    family: Family
-    configuration: Mapping[str, Value]
-    point: NamedPoint | None = None
-    seed_index: int = 0
-
-    def params(self, searched: tuple[str, ...]) -> dict[str, Value]:
-        """Its sampler parameters: the searched knobs it sets, less a named point's own values
-        (recorded beside them, as a sampled trial of the point records them)."""
-        own = set(self.point.values) if self.point else set()
-        return {name: value for name, value in self.configuration.items() if name in searched and name not in own}
-
-
-@dataclass(frozen=True)
 class Study:
     """A named study.
 
@@ -256,60 +235,6 @@ class Study:
     def store_name(self, preset: str) -> str:
         """The stable Optuna study name of a preset's run (``store_names.versioned_name``)."""
         return versioned_name(self.name, preset, self.version)
-
-    def space_for(self, preset: Preset) -> SearchSpace:
-        """The search space narrowed to the families' values of the knobs every family sets
-        (``attention``: the study's families, not every registered one), then to a preset's
-        domains. (A training knob's value comes from ``Preset.training``, not from the space.)"""
-        return self.space.narrowed(self._family_domains() | dict(preset.domains))
-
-    def _family_domains(self) -> dict[str, Domain]:
-        """Each knob that every family sets, as a choice of the values they set, in its domain's order.
-
-        The order (and so the store's recorded distribution) stays that of the full domain,
-        so that a study's stores keep resuming when the registry gains a family.
-        """
-        shared = set.intersection(*(set(family.values) for family in self.families))
-        domains: dict[str, Domain] = {}
-        for name in shared:
-            domain = self.space.knobs[name].domain
-            if isinstance(domain, Choice):
-                values = {family.values[name] for family in self.families}
-                domains[name] = Choice(tuple(value for value in domain.values if value in values))
-        return domains
-
-    def exhaustive_grid(self, space: SearchSpace, seeds: int, deciding: DecidingSeeds | None = None) -> list[GridEntry]:
-        """The trials of an exhaustive preset (``Preset.exhaustive_seeds``), in the order they train.
-
-        Seed ``i``'s pass comes before seed ``i + 1``'s; within a pass the families take turns,
-        one configuration each, each family's named points first (``SearchSpace.configurations``
-        gives every family's order). The deciding configurations' extra passes come last.
-
-        Args:
-            space: The preset's space (``space_for``, narrowed by the user's ``--fix``).
-            seeds: Runs of each configuration.
-            deciding: Which configurations run more times, and how many in all (``Preset.deciding``).
-        """
-        queues: list[list[GridEntry]] = []
-        for family in self.families:
-            entries = [
-                GridEntry(family, configuration, point)
-                for point in self.points
-                if point.family == family.label
-                for configuration in space.configurations(dict(family.values) | dict(point.values))
-            ]
-            entries += [GridEntry(family, configuration) for configuration in space.configurations(family.values)]
-            queues.append(entries)
-        one_pass = [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
-        grid = [replace(entry, seed_index=index) for index in range(seeds) for entry in one_pass]
-        if deciding is not None:
-            decisive = [entry for entry in one_pass if deciding.matches(entry)]
-            grid += [replace(entry, seed_index=index) for index in range(seeds, deciding.seeds) for entry in decisive]
-        return grid
-
-    def table_grid(self, space: SearchSpace, preset: Preset) -> list[GridEntry]:
-        """An exhaustive preset's whole table (``exhaustive_grid`` with its seeds and deciding seeds)."""
-        return self.exhaustive_grid(space, preset.exhaustive_seeds, preset.deciding)
 
     def pinned_knobs(self) -> set[str]:
         """The knobs whose values the families set."""

@@ -1,6 +1,7 @@
 """The engine: everything that runs a study, one job per module.
 
-options      a run's options, checked before anything is written
+options      a run resolved in one step from a study, a preset and the options, checked before anything is written
+study_space  what a preset searches: its space, an exhaustive preset's table (from the catalogue's data)
 errors       the error every option check raises (light: checks that run before torch and Ray raise it)
 ray_address  the Ray a run joins or starts, settled before Ray is imported: the address checked, its variables
 optuna_study the run's Optuna study, created or resumed, with its settings recorded
@@ -31,6 +32,6 @@ progress     a line per finished trial, and the live progress line with the run'
 plan         ``--plan``: what a run would do and cost, writing nothing
 wall_time    the one model of a run's wall time, which the plan and the live ETA share
 version      the code version every trial records
-runner       ``run_study``: the above in order, then the run's results read once
-suite_runner ``run_suite``: a suite's studies in turn, then its report
+runner       ``run_study``: the above in order, then the run's results read once and its verdict stored
+suite_runner ``run_suite``: a suite's studies in turn
 """

@@ -38,6 +38,7 @@ from studies.engine.queue import enqueue, queued, retry, trials_counted
 from studies.engine.sampler import tell_infeasible
 from studies.engine.seeds import SEEDS_PER_RUN, seed_offset
 from studies.engine.stopping import StoppingJudge
+from studies.engine.study_space import table_grid
 from studies.engine.trial_config import TrialSpec, forward_flops, trial_spec, unsearched_where_active
 from studies.results.names import INFEASIBLE
 from trainers.compilation import compile_cache_dir
@@ -142,7 +143,7 @@ class Ledger:
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
         self.held = HeldTrials(store.study, store.storage)
         self.stopping = StoppingJudge(asking.preset, maximize=self.objective.direction == "maximize")
-        self.grid = asking.definition.table_grid(asking.space, asking.preset) if asking.preset.exhaustive_seeds else []
+        self.grid = table_grid(asking.definition, asking.space, asking.preset) if asking.preset.exhaustive_seeds else []
         # This run asks at most what was left at its start, and the retries it queues: a
         # failed trial is replaced by the next run, not at once (a configuration error would loop).
         self.total, self.asked = self.remaining(), 0

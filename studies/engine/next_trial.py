@@ -12,15 +12,16 @@ from optuna.trial import TrialState
 
 from search_space.space import SearchSpaceError
 from storage import record
-from studies.catalogue.schema import Family, GridEntry, NamedPoint, Study
+from studies.catalogue.schema import Family, NamedPoint, Study
 from studies.engine.queue import COUNTED_STATES, MAX_RETRIES, PlannedTrial
+from studies.engine.study_space import GridEntry
 from studies.results.frame import configuration_key
 
 FORBIDDEN = "forbidden combination"  # why a sampled configuration that the study's rules refuse is infeasible
 
 
 def next_table_entry(study: optuna.Study, grid: Sequence[GridEntry], searched: tuple[str, ...]) -> GridEntry | None:
-    """The first table entry (``Study.exhaustive_grid``) that no trial of the store trains or trained,
+    """The first table entry (``study_space.exhaustive_grid``) that no trial of the store trains or trained,
     or None. A trial counts for its entry unless it failed with a retry to come."""
     trained: Counter = Counter()
     for trial in study.get_trials(deepcopy=False):
@@ -69,7 +70,7 @@ def next_planned(study: optuna.Study, definition: Study, grid: Sequence[GridEntr
     Args:
         study: The Optuna study.
         definition: The study's definition (its families and named points).
-        grid: An exhaustive preset's table (``Study.table_grid``), or empty.
+        grid: An exhaustive preset's table (``study_space.table_grid``), or empty.
         searched: The space's searched knobs.
 
     Raises:

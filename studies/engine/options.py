@@ -28,6 +28,7 @@ from studies.catalogue.tasks import Task
 from studies.engine.errors import StudyOptionError
 from studies.engine.ray_address import LOCAL_ADDRESS, check_ray_address
 from studies.engine.seeds import FRESH_SEEDS_FROM, SEEDS_PER_RUN, TABLE_SEEDS_FROM
+from studies.engine.study_space import preset_space, table_grid
 from trainers.data.cache import default_cache_dir
 from trainers.data.lra_files import DataFileError
 from trainers.memory import GIB
@@ -97,18 +98,38 @@ class TrialResources:
 
 @dataclass(frozen=True)
 class CheckedRun:
-    """A run's options, checked and with the preset's defaults filled in."""
+    """A run resolved from a study, its preset and the user's options in one step (``check_options``): what it
+    trains, where, how much, and under which name; checked, with the preset's defaults filled in.
 
+    Attributes:
+        definition: The study as this run trains it: its named points that ``--fix`` contradicts left out.
+        left_out: One sentence per named point left out.
+        preset: The preset, with ``--precision``, ``--compile`` and ``--data-dir`` applied.
+        space: The space its trials sample (``study_space.preset_space``, narrowed by ``--fix``).
+        fix_unsearched: The ``--fix`` values of knobs the space does not search.
+        fix: Every ``--fix`` value, as its knob reads it (``read_fix``).
+        train_overrides: ``--precision`` and ``--compile`` where they differ from the preset's.
+        url: The store's URL.
+        study_name: The Optuna study's name (``store_name``): re-running the same command resumes it.
+        trials: Searched trials in the study, baselines and finished ones included.
+        repeat_seeds: Fresh seeds of the seed repeats.
+        resources: What one trial gets.
+        cache_dir: The data cache, resolved.
+    """
+
+    definition: Study
+    left_out: tuple[str, ...]
     preset: Preset
     space: SearchSpace
-    fix_unsearched: dict[str, Value]  # the --fix values of knobs the space does not search
+    fix_unsearched: dict[str, Value]
+    fix: dict[str, Value]
+    train_overrides: dict[str, Value]
     url: str
+    study_name: str
     trials: int
     repeat_seeds: int
     resources: TrialResources
-    train_overrides: dict[str, Value] = field(default_factory=dict)  # --precision, --compile where they differ
-    fix: dict[str, Value] = field(default_factory=dict)  # every --fix value, as its knob reads it (``read_fix``)
-    study_name: str = ""  # the Optuna study's name (``store_name``): re-running the same command resumes it
+    cache_dir: Path
 
     def trials_per_family(self, families: int) -> str:
         """Each family's share of the search in whole trials: ``9 or 10`` for 28 trials over 3 families."""
@@ -130,7 +151,7 @@ def pinned_space(study: Study, preset: Preset, fix: dict[str, Value]) -> tuple[S
         SearchSpaceError: an unknown knob, a knob none of the study's families has, a knob the
             study sets itself, a value outside the preset's domain, or a forbidden combination.
     """
-    space = study.space_for(preset)
+    space = preset_space(study, preset)
     fix = read_fix(study, preset, fix)
     for name, value in fix.items():
         knob = space.knob(name)
@@ -178,7 +199,7 @@ def read_fix(study: Study, preset: Preset, fix: dict[str, Value]) -> dict[str, V
         SearchSpaceError: an unknown knob (the knobs the study's families have are offered), or a
             knob none of the study's families has (a MoA knob in a study that trains no MoA).
     """
-    space = study.space_for(preset)
+    space = preset_space(study, preset)
     applicable = _knobs_of_families(study, preset, space)
     for name in fix:
         if name in applicable:
@@ -262,7 +283,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     if options.trials is not None:
         trials = options.trials
     elif preset.exhaustive_seeds:  # the whole table, as --fix narrowed it
-        trials = len(study.table_grid(space, preset))
+        trials = len(table_grid(study, space, preset))
     else:
         trials = preset.trials
     check_trials_cover_families(study, trials)
@@ -314,8 +335,22 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     check_writable_dir(TUNE_DIR, "Ray Tune's folder")
     name = run_store_name(study.store_name(preset.name), fix | overrides, options.seed)
     _check_name_length(name)
-    resources = TrialResources(cpus, gpus, memory)
-    return CheckedRun(preset, space, fix_unsearched, url, trials, repeat_seeds, resources, overrides, fix, name)
+    definition, left_out = without_contradicted_points(study, fix)
+    return CheckedRun(
+        definition=definition,
+        left_out=tuple(left_out),
+        preset=preset,
+        space=space,
+        fix_unsearched=fix_unsearched,
+        fix=fix,
+        train_overrides=overrides,
+        url=url,
+        study_name=name,
+        trials=trials,
+        repeat_seeds=repeat_seeds,
+        resources=TrialResources(cpus, gpus, memory),
+        cache_dir=(options.cache_dir or default_cache_dir()).resolve(),
+    )
 
 
 def _task_with_files(task: Task, data_dir: Path | None) -> Task:

@@ -11,19 +11,19 @@ import math
 import os
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
 import optuna
 import torch
 from optuna.trial import TrialState
 
 from storage import masked_url, open_storage, parse_storage_url, record, sqlite_path
-from studies.catalogue.schema import GridEntry, Preset, Study
+from studies.catalogue.schema import Preset, Study
 from studies.engine.errors import StudyOptionError
 from studies.engine.options import CheckedRun, RunOptions, check_local_resources, check_options
 from studies.engine.queue import queued, trials_counted
 from studies.engine.ray_address import LOCAL_ADDRESS
 from studies.engine.repeats import fewest_repeats, most_repeats
+from studies.engine.study_space import GridEntry, exhaustive_grid
 from studies.engine.trial_config import model_config_of, unsearched_where_active
 from studies.engine.wall_time import expected_run_seconds, packed_seconds, searched_share
 from studies.results.matching import matched
@@ -31,7 +31,6 @@ from studies.results.quality import QUALITIES
 from studies.results.statistics import LEVEL, detectable_difference
 from trainers.config import ModelConfig
 from trainers.costs import Flops, model_flops
-from trainers.data.cache import default_cache_dir
 from trainers.measure import PEAK_FLOPS
 from trainers.step_cost import StepCost, measure_step
 from trainers.train import TrainConfig
@@ -45,7 +44,7 @@ class Candidate:
     """A configuration a trial of the run could train, built once as the ledger would build it.
 
     Attributes:
-        entry: Its family's configuration (``Study.exhaustive_grid``).
+        entry: Its family's configuration (``study_space.exhaustive_grid``).
         model: The model the trial would train.
         train: Its training settings.
         flops: Its analytic FLOPs at the longest input.
@@ -80,7 +79,7 @@ def _candidates(study: Study, run: CheckedRun) -> dict[str, list[Candidate]]:
     """Each family's configurations (its named points' too), built as the ledger builds a trial's, by FLOPs."""
     said = study.pinned_knobs()
     per_family: dict[str, list[Candidate]] = {family.label: [] for family in study.families}
-    for entry in study.exhaustive_grid(run.space, 1):
+    for entry in exhaustive_grid(study, run.space, 1):
         point_values = dict(entry.point.values) if entry.point else None
         chosen = entry.params(run.space.searched) | dict(entry.family.values)
         chosen |= unsearched_where_active(run.space, run.preset, run.fix_unsearched, chosen)
@@ -239,10 +238,9 @@ def plan(study: Study, options: RunOptions) -> Plan:
     stored = _stored(run)
     to_run = stored.to_run
     lines.append(stored.line)
-    cache = (options.cache_dir or default_cache_dir()).resolve()
     described = ", ".join(f"{key}={value}" for key, value in preset.task.describe().items())
     where = "read from the release files, then " if preset.task.reads_files else "built on first use, then "
-    lines.append(f"data: {described}; {where}cached in {Path(cache)}")
+    lines.append(f"data: {described}; {where}cached in {run.cache_dir}")
 
     per_family = _candidates(study, run)
     share = run.trials_per_family(len(study.families))

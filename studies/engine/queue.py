@@ -41,7 +41,7 @@ class PlannedTrial:
         point: The label of the study's named point it trains (``studies.catalogue.schema.NamedPoint``).
         point_values: The point's knob values, outside the sampler's parameters.
         seed_index: Which of its configuration's runs an exhaustive preset's trial is
-            (``studies.catalogue.schema.GridEntry``): run ``i`` of every configuration trains on the same seed.
+            (``studies.engine.study_space.GridEntry``): run ``i`` of every configuration trains on the same seed.
     """
 
     params: Mapping[str, Value]

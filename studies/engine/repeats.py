@@ -94,6 +94,18 @@ def repeats_due(optuna_study: optuna.Study, seeds: int, *, open_only: bool = Fal
     return due
 
 
+def later_looks_repeats(optuna_study: optuna.Study, looks: tuple[int, ...], look: int) -> int:
+    """The most seed repeats the looks after ``look`` can queue, every comparison left open by it: what the ETA of
+    ``look``'s phase counts after it (none after the last look).
+
+    Args:
+        optuna_study: The search's study, ``look``'s repeats queued.
+        looks: The seeds each configuration has after each look (``Preset.repeat_looks``).
+        look: The look whose repeats are queued.
+    """
+    return len(repeats_due(optuna_study, looks[-1])) if look + 1 < len(looks) else 0
+
+
 QUEUED_SAID_EVERY = 500  # repeats queued between two progress calls (a store writes each one on its own)
 
 

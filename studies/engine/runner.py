@@ -1,5 +1,6 @@
 """Run a study: check its options, open its Optuna study, run its trials and then its seed repeats on Ray Tune, then
-read its results once for the stored verdict, the report and the summary."""
+read its results once and store its verdict. Showing them (the report, the summary) is the command line's
+(``studies.show``)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,10 @@ import optuna
 import ray
 from optuna.trial import TrialState
 
-from reports.files import OutputPathError, report_path
-from reports.html import write_report
-from reports.summary import summary
+from reports.files import report_path
 from reports.tables import verdict_frame
 from storage import (
     StudyLock,
-    masked_url,
     parse_storage_url,
     record,
     single_writer,
@@ -30,18 +28,16 @@ from storage.repeats_study import complete_repeats, linked_repeats, trials_with_
 from studies.catalogue.schema import Study
 from studies.engine.cluster import start_ray
 from studies.engine.ledger import Asking, Ledger, LedgerStore, Outlook, TrialSetup
-from studies.engine.options import RunOptions, check_options, without_contradicted_points
+from studies.engine.options import RunOptions, check_options
 from studies.engine.optuna_study import open_study
-from studies.engine.progress import clock, run_seconds
 from studies.engine.queue import queued
 from studies.engine.recovery import trials_to_run
-from studies.engine.repeats import most_repeats, plan_repeats
+from studies.engine.repeats import later_looks_repeats, most_repeats, plan_repeats
 from studies.engine.tune_bridge import run_on_tune
 from studies.engine.version import code_version
 from studies.results import StudyResults
 from studies.results.frame import outcome
 from studies.results.verdict import provisional
-from trainers.data.cache import default_cache_dir
 
 _WAITING = (
     "waiting for another driver of study {}: it holds the study's lock while it counts and asks for trials "
@@ -53,36 +49,49 @@ _QUEUED_EARLIER = "{} seed repeats queued earlier (a stopped run's, or another d
 
 @dataclass(frozen=True)
 class FinishedRun:
-    """Where a run left its results."""
+    """A run that ended: where it left its results, and those results, read once.
 
-    study_name: str
+    Attributes:
+        study: The Optuna study, its verdict stored.
+        storage: The store's URL.
+        report: Where its report goes (``--report``, else the default path of the study's name).
+        results: Its results, read after its last trial.
+        counts: Its trials (seed repeats included) by outcome.
+    """
+
+    study: optuna.Study
     storage: str
     report: Path
+    results: StudyResults
     counts: dict[str, int]
+
+    @property
+    def study_name(self) -> str:
+        """The Optuna study's name."""
+        return self.study.study_name
 
 
 def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> FinishedRun:
-    """Run (or resume) a study and write its report.
+    """Run (or resume) a study and store its verdict.
 
     Args:
         study: The study definition.
         options: The run's options.
-        out: Where the summary and messages go (default: ``sys.stdout`` at call time).
+        out: Where its messages go (default: ``sys.stdout`` at call time).
 
     Returns:
-        The study's name, store, report path and trial counts.
+        The study, its store, its report's path, its results and its trial counts.
 
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
             before anything is written (``check_options``).
         DataFileError: a missing or malformed release file, before the store is touched.
         StoreBusyError: another driver is writing to the same SQLite store.
-        OutputPathError: the report cannot be written (no space left, say); the trials are in the store.
     """
     out = out or sys.stdout
     run = check_options(study, options)
     preset = run.preset
-    cache_dir = (options.cache_dir or default_cache_dir()).resolve()
+    cache_dir = run.cache_dir
     if preset.task.reads_files:  # read before the store is touched: a bad file leaves it as it was
         preset.task.load(cache_dir)
     with single_writer(run.url):
@@ -97,8 +106,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
         ahead = most_repeats(study, run.repeat_seeds)
         then = f", then up to {ahead} seed repeats" if ahead else ""
         print(f"study {optuna_study.study_name}: {to_run} search trials to run (--trials {run.trials}){then}", file=out)
-        definition, left_out = without_contradicted_points(study, run.fix)
-        for sentence in left_out:
+        for sentence in run.left_out:
             print(f"note: {sentence}", file=out)
 
         if not preset.task.reads_files:  # built once here, after a bad storage URL has failed fast; workers memory-map it
@@ -112,7 +120,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
             ``budget``, on Ray Tune (``then``: seed repeats, at most, expected after)."""
             ledger = Ledger(
                 LedgerStore(asked, storage, search=optuna_study, ask_lock=lock.held, exclusive=exclusive),
-                Asking(definition, preset, run.space, budget, fix=run.fix_unsearched, seed=options.seed),
+                Asking(run.definition, preset, run.space, budget, fix=run.fix_unsearched, seed=options.seed),
                 TrialSetup(str(cache_dir), run_attributes=attributes, memory_bytes=run.resources.memory),
                 Outlook(then, repeat_seeds=run.repeat_seeds if then else 0),
             )
@@ -143,8 +151,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
                 waiting = 0 if repeats_study is None else len(queued(repeats_study))
                 if waiting > repeats:
                     print(_QUEUED_EARLIER.format(waiting - repeats), file=out)
-                if repeats_study is not None and waiting:
-                    tune_trials(repeats_study, 0)
+                if repeats_study is not None and waiting:  # the ETA counts a second look's repeats at most
+                    tune_trials(repeats_study, 0, then=later_looks_repeats(optuna_study, looks, look))
         finally:  # an interrupted run ends here too: its report (a finished study's, maybe) is left as it was
             if started:
                 ray.shutdown()
@@ -155,18 +163,8 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
         optuna_study.set_user_attr(record.VERDICT_PROVISIONAL, provisional(results.frame))
         trials = trials_with_repeats(optuna_study)  # one read: the count the verdict rests on, the run's counts
         optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(trials))
-        try:
-            write_report(optuna_study, report, run.url, results=results)
-        except OSError as error:  # a full disk, say: the trials and the verdict are in the store, no partial page
-            raise OutputPathError(
-                f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free space, "
-                f"then python -m reports {optuna_study.study_name} -o FILE"
-            ) from None
         counts = Counter(outcome(trial) for trial in trials)
-        print(summary(optuna_study, masked_url(run.url), report, results), file=out)
-        took = clock(run_seconds())
-        print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
-        return FinishedRun(study_name=optuna_study.study_name, storage=run.url, report=report, counts=counts)
+        return FinishedRun(optuna_study, storage=run.url, report=report, results=results, counts=counts)
 
 
 _SEARCH_ELSEWHERE = (

@@ -54,6 +54,7 @@ from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import choices
 from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 from studies.engine.family_sampler import family_configurations
+from studies.engine.study_space import preset_space
 from studies.engine.trial_config import configuration_flops
 from tests.studies.test_exhaustive import TABLE, table_ledger, train_all
 
@@ -685,7 +686,7 @@ def test_replays_in_parallel_workers_give_the_figures_of_one_process(committed: 
 def test_the_costs_a_search_in_the_band_draws_by_are_the_flops_the_table_s_trials_recorded() -> None:
     table = load(COMMITTED)
     preset = LRA_SHARING.preset("quick")
-    space = LRA_SHARING.space_for(preset)
+    space = preset_space(LRA_SHARING, preset)
     cost = configuration_flops(preset, space, {})
     searched = table.rows[table.rows["point"].isna()]
     recorded = {

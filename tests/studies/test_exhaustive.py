@@ -16,6 +16,7 @@ from studies.catalogue import LRA_SHARING
 from studies.catalogue.schema import choices
 from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.seeds import TABLE_SEEDS_FROM
+from studies.engine.study_space import exhaustive_grid, preset_space, table_grid
 from studies.results.frame import configuration_key
 from tests.studies.test_ledger import PRESET, make_ledger, report
 
@@ -79,7 +80,7 @@ def test_the_space_lists_every_configuration_the_sampler_could_choose_and_no_for
 def test_every_configuration_trains_once_per_seed_on_seeds_shared_across_configurations(tmp_path: Path) -> None:
     ledger = table_ledger(tmp_path)
     asked = train_all(ledger)
-    assert len(asked) == TABLE_SIZE == len(LRA_SHARING.exhaustive_grid(ledger.space, 2))
+    assert len(asked) == TABLE_SIZE == len(exhaustive_grid(LRA_SHARING, ledger.space, 2))
     rows = table_rows(ledger)
     assert len(rows) == TABLE_SIZE and set(rows.values()) == {1}  # each (configuration, seed) once
     trials = ledger.study.get_trials()
@@ -116,14 +117,14 @@ def test_lra_sharing_table_trains_the_quick_preset_s_whole_space() -> None:
     assert replace(table, name="quick", **same) == replace(
         quick, repeat_seeds=0, exhaustive_seeds=3
     )  # the same task, training, fixed knobs and domains
-    assert table.trials == len(LRA_SHARING.table_grid(LRA_SHARING.space_for(table), table))
+    assert table.trials == len(table_grid(LRA_SHARING, preset_space(LRA_SHARING, table), table))
 
 
 def test_the_deciding_configurations_train_more_seeds_after_the_whole_space() -> None:
     table = LRA_SHARING.preset("table")
-    space = LRA_SHARING.space_for(table)
-    grid = LRA_SHARING.table_grid(space, table)
-    whole = LRA_SHARING.exhaustive_grid(space, 3)
+    space = preset_space(LRA_SHARING, table)
+    grid = table_grid(LRA_SHARING, space, table)
+    whole = exhaustive_grid(LRA_SHARING, space, 3)
     assert grid[: len(whole)] == whole  # the committed 3-seed table is the first part, unchanged
     extra = grid[len(whole) :]
     assert {entry.seed_index for entry in extra} == set(range(3, 9))

@@ -31,6 +31,7 @@ from studies.engine.queue import queued
 from studies.engine.runner import run_study
 from studies.results.frame import outcome
 from studies.results.names import INFEASIBLE
+from studies.show import show_study
 from tests.commands import smoke_study_command, with_ctrl_c
 from tests.processes import descendants, free_ports, kill_tree, still_runs, wait_for_training_worker
 
@@ -224,6 +225,7 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
         storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25, repeat_seeds=0
     )
     finished = run_study(faulty_study(), options, out=io.StringIO())
+    show_study(finished, io.StringIO())  # the report, as the command line writes it
 
     trials = optuna.load_study(study_name=finished.study_name, storage=url).get_trials()
     assert len(trials) == 6  # every planned trial ran: a trial of each family, then the first family's second

@@ -21,6 +21,7 @@ from studies.engine.ledger import Asking, Ledger, LedgerStore, TrialSetup
 from studies.engine.queue import PlannedTrial, enqueue, queued, trial_id
 from studies.engine.recovery import heartbeat_options
 from studies.engine.sampler import TRAINABLE
+from studies.engine.study_space import preset_space
 from studies.results.frame import outcome, trials_frame
 from studies.results.names import INFEASIBLE, LOST_DRIVER_ERROR
 
@@ -46,7 +47,7 @@ def make_ledger(
         enqueue(store, planned)
     return Ledger(
         LedgerStore(store, storage),
-        Asking(definition, preset, space or definition.space_for(preset), len(queue) + searched, fix=fixed or {}, seed=3),
+        Asking(definition, preset, space or preset_space(definition, preset), len(queue) + searched, fix=fixed or {}, seed=3),
         TrialSetup(str(tmp_path), run_attributes={"preset": "smoke"}),
     )
 
@@ -232,7 +233,7 @@ def test_a_silent_driver_s_trials_are_failed_by_optuna_s_heartbeat_and_queued_ag
     storage = open_storage(url, heartbeat_interval=1, grace_period=1, heartbeat_stale_trial_callback=retry)
     store = optuna.create_study(storage=storage, directions=["maximize", "minimize"])
     ledger = Ledger(
-        LedgerStore(store, storage), Asking(LRA_SHARING, PRESET, LRA_SHARING.space_for(PRESET), 2), TrialSetup(str(tmp_path))
+        LedgerStore(store, storage), Asking(LRA_SHARING, PRESET, preset_space(LRA_SHARING, PRESET), 2), TrialSetup(str(tmp_path))
     )
     silent, alive = ledger.ask("silent").number, ledger.ask("alive").number
     time.sleep(2.5)  # past the grace period...

@@ -12,6 +12,7 @@ import contextlib
 import io
 import re
 import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +27,8 @@ from storage.repeats_study import trials_with_repeats
 from studies.catalogue import LRA_SUITE
 from studies.catalogue.lra_suite import LRA_TASKS
 from studies.engine.options import RunOptions
-from studies.engine.suite_runner import run_suite
 from studies.run import main
+from studies.show import run_and_show
 from tests.studies.test_data_dir import _exit_code, _tree
 from tests.trainers.data.release_files import write_lra_release
 
@@ -52,7 +53,7 @@ def suite_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         if suite == LRA_SUITE:
             assert main(argv) == 0
         else:  # the suite's engine on a part of it
-            run_suite(suite, RunOptions(preset="smoke", storage=url, data_dir=data, cache_dir=root / "cache"))
+            run_and_show(suite, RunOptions(preset="smoke", storage=url, data_dir=data, cache_dir=root / "cache"), sys.stdout)
     stores = {
         title: optuna.load_study(study_name=study.store_name("smoke"), storage=url) for title, study in suite.studies.items()
     }

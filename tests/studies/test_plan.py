@@ -15,6 +15,7 @@ from studies.catalogue.schema import choices
 from studies.engine.options import RunOptions
 from studies.engine.plan import plan
 from studies.engine.queue import queued, trials_counted
+from studies.engine.study_space import exhaustive_grid, preset_space
 from tests.conftest import SMOKE_STUDY, copy_store
 
 
@@ -28,7 +29,7 @@ def test_a_plan_counts_each_family_s_configurations_and_writes_nothing(tmp_path:
     )
     assert shown.returncode == 0, shown.stderr[-3000:]
     preset = LRA_SHARING.preset("smoke")
-    grid = LRA_SHARING.exhaustive_grid(LRA_SHARING.space_for(preset), 1)
+    grid = exhaustive_grid(LRA_SHARING, preset_space(LRA_SHARING, preset), 1)
     for family in LRA_SHARING.families:
         searched = sum(entry.family == family and entry.point is None for entry in grid)
         assert f"  {family.label}: {searched} configurations" in shown.stdout

@@ -8,6 +8,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from studies.engine.study_space import preset_space
 from studies.run import main
 from tests.commands import smoke_study_command
 from tests.conftest import SMOKE_STUDY
@@ -169,7 +170,7 @@ def test_a_driver_that_ends_while_another_s_trial_runs_stores_a_provisional_verd
     done = len(study.trials)
     study.enqueue_trial({"attention": "mha", "d_model": 32, "num_heads": 2}, user_attrs={"family": "MHA", "baseline": True})
     elsewhere = study.ask()  # another driver's trial, training: its driver a live process on this host
-    LRA_SHARING.space_for(LRA_SHARING.preset("smoke")).suggest(elsewhere)
+    preset_space(LRA_SHARING, LRA_SHARING.preset("smoke")).suggest(elsewhere)
     elsewhere.set_user_attr(record.DRIVER, f"{socket.gethostname()}:{os.getppid()}")
     capsys.readouterr()
 

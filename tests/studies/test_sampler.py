@@ -18,6 +18,7 @@ from studies.catalogue import get_study
 from studies.catalogue.search_strategy import Search
 from studies.engine.family_sampler import FamilySampler
 from studies.engine.sampler import SAMPLER_MAKERS, TRAINABLE, sampler_for, study_sampler
+from studies.engine.study_space import preset_space
 from studies.results.frame import outcome, trials_frame
 from studies.results.names import INFEASIBLE
 
@@ -189,4 +190,4 @@ def test_a_search_in_the_band_needs_untried_configurations_and_their_costs() -> 
     preset = definition.presets["quick"]
     search = Search("random", per_family=False, untried=True, stopping_rule="none", in_band=True)
     with pytest.raises(ValueError, match="pass cost"):
-        study_sampler(search, definition, definition.space_for(preset), 24, 0)
+        study_sampler(search, definition, preset_space(definition, preset), 24, 0)
