@@ -31,10 +31,14 @@ class DecidingSeeds:
         seeds: Runs of each matching configuration in all (more than ``Preset.exhaustive_seeds``).
         where: A configuration matches when it holds every value of one of these mappings, a
             knob's value by the knob's name and a named point by ``point`` (its label).
+        matchable: Of the other families' configurations ``where`` names, only those some baseline
+            configuration matches in cost (the ones a matched-cost comparison can select, as
+            ``Search.matchable`` searches them); the baseline's and the named points' all.
     """
 
     seeds: int
     where: tuple[Mapping[str, Value], ...]
+    matchable: bool = False
 
     def matches(self, configuration: Mapping[str, Value], point: str | None = None) -> bool:
         """Whether a configuration (its knobs' values, and the label of the named point it trains, if any) is one

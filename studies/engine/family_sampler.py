@@ -32,6 +32,7 @@ from search_space.space import SearchSpace, Value
 from storage import record
 from studies.catalogue.schema import Study
 from studies.engine.optuna_internals import StudyView, queued_values, trials_while_sampling
+from studies.engine.study_space import matchable
 from studies.engine.views import in_family_view
 from studies.results.matching import matched
 
@@ -129,8 +130,7 @@ class FamilySampler(optuna.samplers.BaseSampler):
 
     def _matchable(self, config: Mapping[str, Value]) -> bool:
         """Whether some baseline configuration lies within the cost band of ``config`` (``_baseline_costs``)."""
-        flops = self._cost(config)
-        return flops is not None and any(matched(flops / cost) for cost in self._baseline_costs)
+        return matchable(self._cost(config), self._baseline_costs)
 
     def _band_reference(self, study: optuna.Study, trial: FrozenTrial) -> float | None:
         """The FLOPs of the best complete baseline search trial told before ``trial``, when ``trial`` is searched

@@ -143,7 +143,9 @@ class Ledger:
         self.compile_cache_dir = str(compile_cache_dir())  # resolved here, in the driver: one cache for every trial and run
         self.held = HeldTrials(store.study, store.storage)
         self.stopping = StoppingJudge(asking.preset, maximize=self.objective.direction == "maximize")
-        self.grid = table_grid(asking.definition, asking.space, asking.preset) if asking.preset.exhaustive_seeds else []
+        self.grid = (
+            table_grid(asking.definition, asking.space, asking.preset, asking.fix) if asking.preset.exhaustive_seeds else []
+        )
         # This run asks at most what was left at its start, and the retries it queues: a
         # failed trial is replaced by the next run, not at once (a configuration error would loop).
         self.total, self.asked = self.remaining(), 0

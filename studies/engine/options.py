@@ -283,7 +283,7 @@ def check_options(study: Study, options: RunOptions, *, local_resources: bool = 
     if options.trials is not None:
         trials = options.trials
     elif preset.exhaustive_seeds:  # the whole table, as --fix narrowed it
-        trials = len(table_grid(study, space, preset))
+        trials = len(table_grid(study, space, preset, fix_unsearched))
     else:
         trials = preset.trials
     check_trials_cover_families(study, trials)

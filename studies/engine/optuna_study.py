@@ -116,7 +116,11 @@ def _record_settings(optuna_study: optuna.Study, study: Study, run: CheckedRun, 
             "search": preset.search.describe(*stops) if searched else None,
             "exhaustive_seeds": preset.exhaustive_seeds or None,
             "deciding_seeds": (
-                {"seeds": preset.deciding.seeds, "where": [dict(where) for where in preset.deciding.where]}
+                {
+                    "seeds": preset.deciding.seeds,
+                    "where": [dict(where) for where in preset.deciding.where],
+                    "matchable": preset.deciding.matchable,
+                }
                 if preset.exhaustive_seeds and preset.deciding
                 else None
             ),

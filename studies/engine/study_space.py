@@ -3,11 +3,13 @@ exhaustive preset's table of configurations in the order they train."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from search_space.space import Choice, Domain, SearchSpace, Value
 from studies.catalogue.schema import DecidingSeeds, Family, NamedPoint, Preset, Study
+from studies.engine.trial_config import configuration_flops
+from studies.results.matching import matched
 
 
 def preset_space(study: Study, preset: Preset) -> SearchSpace:
@@ -60,7 +62,26 @@ class GridEntry:
         return deciding.matches(self.configuration, self.point and self.point.label)
 
 
-def exhaustive_grid(study: Study, space: SearchSpace, seeds: int, deciding: DecidingSeeds | None = None) -> list[GridEntry]:
+def baseline_costs(study: Study, space: SearchSpace, cost: Callable[[Mapping[str, Value]], float | None]) -> list[float]:
+    """The forward FLOPs of each configuration of the study's baseline family in ``space`` (``cost``:
+    ``trial_config.configuration_flops``), where it can be built."""
+    baseline = next(family for family in study.families if family.baseline)
+    return [flops for config in space.configurations(baseline.values) if (flops := cost(config)) is not None]
+
+
+def matchable(flops: float | None, baseline: Sequence[float]) -> bool:
+    """Whether some baseline configuration (its FLOPs among ``baseline``) lies within the cost band of a
+    configuration of ``flops`` (``studies.results.matching.matched``): a comparison at matched cost can select it."""
+    return flops is not None and any(matched(flops / cost) for cost in baseline)
+
+
+def exhaustive_grid(
+    study: Study,
+    space: SearchSpace,
+    seeds: int,
+    deciding: DecidingSeeds | None = None,
+    cost: Callable[[Mapping[str, Value]], float | None] | None = None,
+) -> list[GridEntry]:
     """The trials of an exhaustive preset (``Preset.exhaustive_seeds``), in the order they train.
 
     Seed ``i``'s pass comes before seed ``i + 1``'s; within a pass the families take turns, one
@@ -72,6 +93,10 @@ def exhaustive_grid(study: Study, space: SearchSpace, seeds: int, deciding: Deci
         space: The preset's space (``preset_space``, narrowed by the user's ``--fix``).
         seeds: Runs of each configuration.
         deciding: Which configurations run more times, and how many in all (``Preset.deciding``).
+        cost: A configuration's forward FLOPs, which ``deciding.matchable`` needs.
+
+    Raises:
+        ValueError: ``deciding.matchable`` without ``cost``.
     """
     queues: list[list[GridEntry]] = []
     for family in study.families:
@@ -87,10 +112,21 @@ def exhaustive_grid(study: Study, space: SearchSpace, seeds: int, deciding: Deci
     grid = [replace(entry, seed_index=index) for index in range(seeds) for entry in one_pass]
     if deciding is not None:
         decisive = [entry for entry in one_pass if entry.is_deciding(deciding)]
+        if deciding.matchable:
+            if cost is None:
+                raise ValueError("deciding seeds only where a comparison can select (matchable) need the configurations' costs")
+            baseline = baseline_costs(study, space, cost)
+            decisive = [
+                entry
+                for entry in decisive
+                if entry.family.baseline or entry.point is not None or matchable(cost(entry.configuration), baseline)
+            ]
         grid += [replace(entry, seed_index=index) for index in range(seeds, deciding.seeds) for entry in decisive]
     return grid
 
 
-def table_grid(study: Study, space: SearchSpace, preset: Preset) -> list[GridEntry]:
-    """An exhaustive preset's whole table (``exhaustive_grid`` with its seeds and deciding seeds)."""
-    return exhaustive_grid(study, space, preset.exhaustive_seeds, preset.deciding)
+def table_grid(study: Study, space: SearchSpace, preset: Preset, fix: Mapping[str, Value] | None = None) -> list[GridEntry]:
+    """An exhaustive preset's whole table (``exhaustive_grid`` with its seeds and deciding seeds; ``fix``: the
+    user's values of knobs the space does not search, which its configurations' costs count)."""
+    cost = configuration_flops(preset, space, fix or {})
+    return exhaustive_grid(study, space, preset.exhaustive_seeds, preset.deciding, cost)

@@ -138,3 +138,52 @@ def test_the_deciding_configurations_train_more_seeds_after_the_whole_space() ->
             or family == "MHA"  # every MHA: any can be a baseline, and a search tries some three times
         )
     assert Counter(family for family, _, _ in runs) == Counter({"MHA": 8, "DAMCHA (paper)": 16 + 4, "DAMCHA (cross)": 16})
+
+
+def test_cross_head_s_deciding_configurations_are_those_a_matched_comparison_can_select() -> None:
+    """At 1e-3, every configuration some MHA matches in cost gets 15 seeds, at either width; none that no MHA matches:
+    MoA with 2 experts per head at D=64 (1.58x MHA's FLOPs at D=64) took 12 extra seeds each in the table's first
+    design, and DAMCHA (cross) at D=48, which a search can select against MHA at D=48, had 3."""
+    from studies.catalogue import get_study
+
+    study = get_study("cross_head")
+    table = study.preset("table")
+    space = preset_space(study, table)
+    grid = table_grid(study, space, table)
+    assert table.trials == len(grid)
+    extra = Counter(
+        (entry.family.label, entry.point and entry.point.label, tuple(sorted(entry.configuration.items())))
+        for entry in grid
+        if entry.seed_index >= table.exhaustive_seeds
+    )
+    assert set(extra.values()) == {15 - 3}
+
+    def deciding(family: str, **knobs: object) -> set[bool]:
+        """Whether each configuration of ``family`` with these knobs (at 1e-3) takes the deciding seeds."""
+        return {
+            any(label == family and point is None and dict(config) == configuration for label, point, config in extra)
+            for configuration in space.configurations(next(f.values for f in study.families if f.label == family))
+            if all(configuration[name] == value for name, value in (knobs | {"learning_rate": 1e-3}).items())
+        }
+
+    assert deciding("MoA", d_model=64, expert_factor=2) == {False}
+    assert deciding("MoA", d_model=48, expert_factor=2) == {True}
+    assert deciding("DAMCHA (cross)", d_model=48, metric_rank=4) == {True}
+    assert deciding("DAMCHA (cross)", d_model=48, metric_rank=16) == {False}  # 1.16x MHA at D=48, 0.77x at D=64
+    assert deciding("Talking-Heads", d_model=64, num_heads=4) == {False}
+    assert deciding("Talking-Heads", d_model=48, num_heads=4) == {True}
+    assert deciding("DAMCHA (paper)", metric_rank=4) == {False}
+    assert deciding("MHA") == {True}
+    families = Counter(label for label, point, _ in extra if point is None)
+    assert families == Counter(
+        {
+            "MHA": 8,
+            "DAMCHA (paper)": 4,
+            "DAMCHA (cross)": 6,
+            "Talking-Heads": 2,
+            "DCMHA": 2,
+            "Collaborative MHA": 4,
+            "Mixed MHA": 4,
+            "MoA": 6,
+        }
+    )
