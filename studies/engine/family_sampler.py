@@ -66,8 +66,9 @@ class FamilySampler(optuna.samplers.BaseSampler):
             known). A trial of another family than the baseline then takes an untried configuration within
             the cost band of the best complete baseline search trial told so far, while one is left there.
         baseline: The baseline family's label.
-        matchable: With ``cost``: a trial of another family than the baseline takes an untried configuration
-            within the cost band of some configuration of the baseline's, while one is left.
+        baseline_costs: With ``cost``: the FLOPs of the baseline's configurations (``study_space.baseline_costs``).
+            A trial of another family than the baseline then takes an untried configuration within the cost band
+            of one of them (``study_space.matchable``), while one is left; None: any.
     """
 
     def __init__(
@@ -79,14 +80,11 @@ class FamilySampler(optuna.samplers.BaseSampler):
         untried: Mapping[str, Sequence[Mapping[str, Value]]] | None = None,
         cost: Callable[[Mapping[str, Value]], float | None] | None = None,
         baseline: str | None = None,
-        matchable: bool = False,
+        baseline_costs: Sequence[float] | None = None,
     ) -> None:
         self._make, self._seed, self._per_family = make, seed, per_family
         self._untried, self._cost, self._baseline = untried, cost, baseline
-        self._baseline_costs = None  # with ``matchable``: the baseline's configurations' FLOPs
-        if matchable and cost is not None:
-            baseline_configurations = (untried or {}).get(baseline, [])
-            self._baseline_costs = [flops for config in baseline_configurations if (flops := cost(config)) is not None]
+        self._baseline_costs = baseline_costs if cost is not None else None
         self._samplers: dict[str | None, optuna.samplers.BaseSampler] = {}
         self._rng = np.random.default_rng(seed)
 

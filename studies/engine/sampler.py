@@ -30,6 +30,7 @@ from studies.catalogue.schema import Study
 from studies.catalogue.search_strategy import Search
 from studies.engine.family_sampler import FamilySampler, family_configurations
 from studies.engine.optuna_internals import StudyView
+from studies.engine.study_space import baseline_costs
 
 TRAINABLE = "trainable"  # the constraint's name: 1.0 when violated
 
@@ -130,7 +131,7 @@ def study_sampler(
         untried=family_configurations(definition, space) if search.untried else None,
         cost=cost if search.in_band else None,
         baseline=next(family.label for family in definition.families if family.baseline),
-        matchable=search.matchable,
+        baseline_costs=baseline_costs(definition, space, cost) if search.matchable and cost is not None else None,
     )
 
 

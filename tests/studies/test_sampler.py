@@ -169,7 +169,9 @@ def test_matchable_sampling_never_draws_a_configuration_no_baseline_matches_in_c
 
     unmatchable_early = 0
     for seed in range(5):
-        sampler = FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=grids, cost=cost, baseline="a", matchable=True)
+        sampler = FamilySampler(
+            MAKERS[maker], seed=seed, per_family=True, untried=grids, cost=cost, baseline="a", baseline_costs=[1.0, 2.0]
+        )
         taken = [x for family, x, _, _ in _band_study(sampler, 12) if family == "b"]
         assert 3 not in taken[:4] and set(taken[4:]) == {3}, (seed, taken)  # the four matchable, then the rest
         plain = FamilySampler(MAKERS[maker], seed=seed, per_family=True, untried=grids, cost=cost, baseline="a")
