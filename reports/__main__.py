@@ -29,8 +29,8 @@ from typing import TextIO
 import optuna
 import pandas as pd
 
-from common.outputs import REPORTS_DIR, exit_with, write_atomically
-from reports.files import OutputPathError, check_writable_dir, check_writable_file, report_path, study_file_stem
+from common.outputs import REPORTS_DIR, OutputPathError, check_writable_dir, check_writable_file, exit_with, write_atomically
+from reports.files import report_path, study_file_stem
 from reports.images import RendererError, check_renderer, write_images
 from reports.store_index import AmbiguousNameError, listing, listing_data, resolve_study_name
 from storage import (

@@ -28,7 +28,7 @@ from reports.figures import (
     pareto_figure,
     with_time_column,
 )
-from reports.tables import front_numbers, fronts_frame, verdict_frame
+from reports.tables import front_numbers, fronts_frame
 from storage import masked_url, record
 from studies.results import StudyResults
 from studies.results.configurations import headline_figure
@@ -37,6 +37,7 @@ from studies.results.frame import compared_knobs, knob_columns, search_runs
 from studies.results.fronts import family_budgets
 from studies.results.quality import quality
 from studies.results.verdict import provisional
+from studies.results.verdict_table import verdict_frame
 
 PlotlyJs = Literal["inline", "cdn"]
 STYLE = """

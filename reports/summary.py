@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from reports.tables import verdict_frame, verdict_text
+from reports.tables import verdict_text
 from storage import record
 from studies.results import StudyResults
 from studies.results.configurations import headline_figure, knobs_text
@@ -16,6 +16,7 @@ from studies.results.frame import knob_columns
 from studies.results.names import INFEASIBLE
 from studies.results.quality import Quality, quality
 from studies.results.verdict import provisional
+from studies.results.verdict_table import verdict_frame
 
 
 def _configuration(row: pd.Series, knobs: list[str], measured: Quality) -> str:

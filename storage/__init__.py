@@ -5,7 +5,6 @@ from storage.factory import StudyLock, open_storage
 from storage.identity import store_tag
 from storage.sqlite_files import (
     check_sqlite_store,
-    on_read_only_medium,
     sqlite_path,
     sqlite_read_only_flags,
     store_files,
@@ -31,7 +30,6 @@ __all__ = [
     "failed_database",
     "full_disk",
     "masked_url",
-    "on_read_only_medium",
     "open_storage",
     "parse_storage_url",
     "resolve_storage_url",

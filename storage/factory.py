@@ -22,7 +22,8 @@ from typing import Any
 import optuna
 import sqlalchemy
 
-from storage.sqlite_files import SQLITE_TIMEOUT_S, check_sqlite_store, on_read_only_medium, reading_uri, sqlite_path
+from common.outputs import on_read_only_medium
+from storage.sqlite_files import SQLITE_TIMEOUT_S, check_sqlite_store, reading_uri, sqlite_path
 from storage.store_errors import first_line
 from storage.urls import StorageURLError, masked_url, parse_storage_url, resolve_storage_url
 

@@ -106,6 +106,6 @@ OBJECTIVES = "objectives"  # each objective's metric and direction, in Optuna's 
 VERDICT = "verdict"  # the verdict's sentence, stored after a run
 VERDICT_PROVISIONAL = "verdict_provisional"  # why the stored verdict may still change (trials running elsewhere); "" if final
 VERDICT_REPEATS = "verdict_repeats"  # how many complete seed repeats the stored verdict read (a later count: it is stale)
-VERDICT_TABLE = "verdict_table"  # the verdict as a table: a row per comparison (``reports.tables.verdict_frame``'s, as text)
+VERDICT_TABLE = "verdict_table"  # the verdict, a row per comparison as text (``studies.results.verdict_table``)
 REPEATS_STUDY = "repeats_study"  # on a search's study: the study in the same store that holds its seed repeats
 SEARCH_STUDY = "search_study"  # on a study of seed repeats: the search's study, whose trials its ``repeat_of`` numbers

@@ -10,6 +10,7 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
+from common.outputs import on_read_only_medium
 from storage.database_lock import BUSY, StoreBusyError, held_elsewhere
 from storage.urls import StorageURLError, is_true, masked_url, parse_storage_url
 
@@ -153,12 +154,6 @@ def check_sqlite_store(path: Path, *, writing: bool) -> None:
             f"cannot write to the SQLite store {path} (permission denied on the file or its folder {path.parent}); "
             "fix the permissions, or pass another --storage file"
         )
-
-
-def on_read_only_medium(folder: Path) -> bool:
-    """Whether the file system holding ``folder`` is mounted read-only (where a write-ahead log cannot be read as usual,
-    and where no permission lets anything be written)."""
-    return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
 
 
 def reading_uri(path: Path) -> str:

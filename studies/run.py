@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 # Only what the command line needs before it runs: --help and bad arguments answer without torch, Ray or
 # datasets (seconds of imports); main imports the rest once the arguments are read.
 from common.naming import UnknownNameError
-from common.outputs import TUNE_DIR, exit_with
-from reports.files import OutputPathError
+from common.outputs import TUNE_DIR, OutputPathError, exit_with
 from storage import (
     DEFAULT_STORAGE_URL,
     STORAGE_URL_VARIABLE,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from common.outputs import write_atomically
-from reports.files import OutputPathError, report_path
+from common.outputs import OutputPathError, write_atomically
+from reports.files import report_path
 from reports.html import write_report
 from reports.suite_report import suite_html, suite_lines
 from reports.summary import summary
@@ -37,32 +37,42 @@ def run_and_show(runnable: Study | Suite, options: RunOptions, out: TextIO) -> l
     Raises:
         Whatever ``run_study`` or ``run_suite`` raise; OutputPathError: a report cannot be written.
     """
-    if isinstance(runnable, Suite):
+    if isinstance(runnable, Suite):  # ``--report`` names the suite's page: each study's report takes its default path
         finished = run_suite(runnable, options, out, ended=lambda run: show_study(run, out))
         show_suite(runnable, options, finished, out)
         return finished
     finished_run = run_study(runnable, options, out)
-    show_study(finished_run, out)
+    show_study(finished_run, out, report=options.report)
     return [finished_run]
 
 
-def show_study(finished: FinishedRun, out: TextIO) -> None:
+def show_study(finished: FinishedRun, out: TextIO, report: Path | None = None) -> Path:
     """Write a finished run's report, then print its summary and how long the command has taken.
+
+    Args:
+        finished: The run.
+        out: Where the summary goes.
+        report: The report's path (``--report``); None: the default path of the study's name (``report_path``).
+
+    Returns:
+        The report's path.
 
     Raises:
         OutputPathError: the report cannot be written (no space left, say); the trials and the verdict are in
             the store, and no partial page is left.
     """
+    report = report or report_path(finished.study_name, finished.storage)
     try:
-        write_report(finished.study, finished.report, finished.storage, results=finished.results)
+        write_report(finished.study, report, finished.storage, results=finished.results)
     except OSError as error:
         raise OutputPathError(
-            f"cannot write the report {finished.report}: {error.strerror or error}; the trials are in the store: free "
+            f"cannot write the report {report}: {error.strerror or error}; the trials are in the store: free "
             f"space, then python -m reports {finished.study_name} -o FILE"
         ) from None
-    print(summary(finished.study, masked_url(finished.storage), finished.report, finished.results), file=out)
+    print(summary(finished.study, masked_url(finished.storage), report, finished.results), file=out)
     took = clock(run_seconds())
     print(f"  took:   {took} in all (imports and Ray's start, the trials, the summary and the report)", file=out)
+    return report
 
 
 def show_suite(suite: Suite, options: RunOptions, finished: list[FinishedRun], out: TextIO) -> Path:
@@ -83,7 +93,8 @@ def show_suite(suite: Suite, options: RunOptions, finished: list[FinishedRun], o
     report = options.report or report_path(name, url)
     stores = {title: run.study for title, run in zip(suite.studies, finished, strict=True)}
     frames = {title: trials_frame(store) for title, store in stores.items()}  # read once: the page and the lines
-    links = {title: _relative(run.report, report.parent) for title, run in zip(suite.studies, finished, strict=True)}
+    studies = zip(suite.studies, finished, strict=True)
+    links = {title: _relative(report_path(run.study_name, run.storage), report.parent) for title, run in studies}
     write_atomically(report, suite_html(name, suite.doc, stores, frames, url, links))
     print("\n".join([f"\n{name}", *suite_lines(frames), f"  report: {report}"]), file=out)
     print(f"  store:  {masked_url(url)}", file=out)

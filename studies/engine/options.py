@@ -11,8 +11,15 @@ from pathlib import Path
 import torch
 
 from common.naming import unknown_name_message
-from common.outputs import REPORTS_DIR, TUNE_DIR
-from reports.files import NAME_MAX_BYTES, OutputPathError, check_path_text, check_writable_dir, check_writable_file
+from common.outputs import (
+    NAME_MAX_BYTES,
+    REPORTS_DIR,
+    TUNE_DIR,
+    OutputPathError,
+    check_path_text,
+    check_writable_dir,
+    check_writable_file,
+)
 from search_space.space import Choice, SearchSpace, SearchSpaceError, Value
 from storage import (
     check_sqlite_store,

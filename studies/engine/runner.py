@@ -9,15 +9,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import optuna
 import ray
 from optuna.trial import TrialState
 
-from reports.files import report_path
-from reports.tables import verdict_frame
 from storage import (
     StudyLock,
     parse_storage_url,
@@ -38,6 +35,7 @@ from studies.engine.version import code_version
 from studies.results import StudyResults
 from studies.results.frame import outcome
 from studies.results.verdict import provisional
+from studies.results.verdict_table import verdict_frame
 
 _WAITING = (
     "waiting for another driver of study {}: it holds the study's lock while it counts and asks for trials "
@@ -54,14 +52,12 @@ class FinishedRun:
     Attributes:
         study: The Optuna study, its verdict stored.
         storage: The store's URL.
-        report: Where its report goes (``--report``, else the default path of the study's name).
         results: Its results, read after its last trial.
         counts: Its trials (seed repeats included) by outcome.
     """
 
     study: optuna.Study
     storage: str
-    report: Path
     results: StudyResults
     counts: dict[str, int]
 
@@ -80,7 +76,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
         out: Where its messages go (default: ``sys.stdout`` at call time).
 
     Returns:
-        The study, its store, its report's path, its results and its trial counts.
+        The study, its store, its results and its trial counts.
 
     Raises:
         StudyOptionError, SearchSpaceError, StorageURLError, UnknownNameError: bad input,
@@ -102,7 +98,6 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
         )
         with lock.held():  # one driver at a time recovers and counts
             to_run = trials_to_run(optuna_study, storage, run.trials, exclusive=exclusive)
-        report = options.report or report_path(optuna_study.study_name, run.url)
         ahead = most_repeats(study, run.repeat_seeds)
         then = f", then up to {ahead} seed repeats" if ahead else ""
         print(f"study {optuna_study.study_name}: {to_run} search trials to run (--trials {run.trials}){then}", file=out)
@@ -164,7 +159,7 @@ def run_study(study: Study, options: RunOptions, out: TextIO | None = None) -> F
         trials = trials_with_repeats(optuna_study)  # one read: the count the verdict rests on, the run's counts
         optuna_study.set_user_attr(record.VERDICT_REPEATS, complete_repeats(trials))
         counts = Counter(outcome(trial) for trial in trials)
-        return FinishedRun(optuna_study, storage=run.url, report=report, results=results, counts=counts)
+        return FinishedRun(optuna_study, storage=run.url, results=results, counts=counts)
 
 
 _SEARCH_ELSEWHERE = (

@@ -19,10 +19,11 @@ import pytest
 from reports.__main__ import main
 from reports.files import study_file_stem
 from reports.summary import summary
-from reports.tables import HEADLINE_COLUMN, fronts_frame, verdict_frame
+from reports.tables import HEADLINE_COLUMN, fronts_frame
 from storage import open_storage, record
 from studies.engine.options import RunOptions
 from studies.results import StudyResults
+from studies.results.verdict_table import verdict_frame
 from tests.conftest import SMOKE_STUDY, copy_store
 
 

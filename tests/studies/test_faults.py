@@ -225,7 +225,7 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
         storage=url, cache_dir=tmp_path / "data", report=tmp_path / "report.html", trial_memory_gib=0.25, repeat_seeds=0
     )
     finished = run_study(faulty_study(), options, out=io.StringIO())
-    show_study(finished, io.StringIO())  # the report, as the command line writes it
+    report = show_study(finished, io.StringIO(), report=options.report)  # the report, as the command line writes it
 
     trials = optuna.load_study(study_name=finished.study_name, storage=url).get_trials()
     assert len(trials) == 6  # every planned trial ran: a trial of each family, then the first family's second
@@ -244,10 +244,10 @@ def test_diverged_and_out_of_memory_trials_fail_with_reasons_and_the_study_goes_
     assert all(t.user_attrs["memory_budget_bytes"] == 2**28 for t in trials)
     assert not [t for t in trials if t.state == TrialState.FAIL]  # ...each was told to the sampler (test_sampler.py)
     assert finished.counts[INFEASIBLE] == sum(record.INFEASIBLE in t.user_attrs for t in trials) >= 3
-    report = finished.report.read_text()
+    page = report.read_text()
     for reason in ("diverged", "out of memory"):  # the report says how many could not train, and why
         count = sum(t.user_attrs.get(record.INFEASIBLE) == reason for t in trials)
-        assert f"<th>{html.escape(reason)}</th><td>{count}</td>" in report  # provenance: could not train, by reason
+        assert f"<th>{html.escape(reason)}</th><td>{count}</td>" in page  # provenance: could not train, by reason
 
 
 INTERRUPTED_BUDGET = 40  # far more trials than run in the second before Ctrl-C: some are always running then
