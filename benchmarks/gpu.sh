@@ -30,7 +30,11 @@ packed() {  # packed COPIES ARGS...: first_trials ARGS alone, then COPIES copies
     local copies=$1 folder
     shift
     folder=$(mktemp -d)
-    "$python" -m benchmarks.first_trials "$@" >"$folder/alone" 2>&1 || { cat "$folder/alone"; return 1; }
+    if ! "$python" -m benchmarks.first_trials "$@" >"$folder/alone" 2>&1; then
+        cat "$folder/alone"
+        rm -rf "$folder"
+        return 1
+    fi
     local pids=() copy code=0
     trap 'kill "${pids[@]}" 2>/dev/null' TERM  # the part's time limit stops the copies too
     for copy in $(seq "$copies"); do
@@ -49,7 +53,7 @@ packed() {  # packed COPIES ARGS...: first_trials ARGS alone, then COPIES copies
                 if (n == copies && alone > 0)
                     printf "packed: trial %s, %d at once %.0f examples/s in all, alone %.0f: %.2fx\n", t, copies, sum, alone, sum / alone
                 else
-                    printf "packed: trial %s, not measured (%d of %d copies reported it)\n", t, n, copies
+                    printf "packed: trial %s, not measured (alone: %s; %d of %d copies reported it)\n", t, alone > 0 ? "reported" : "missing", n, copies
             }
         }' "$folder/alone" "$folder"/copy-*
     rm -rf "$folder"
