@@ -72,5 +72,12 @@ STRATEGIES = {
         Strategy("random untried in the cost band, ASHA per family", _IN_BAND_WITH_ASHA),
         # the seed repeats in two looks: 3 seeds, then the rest where a comparison is still open
         Strategy("repeats in two looks: random untried in the band, ASHA per family", _IN_BAND_WITH_ASHA, interim_seeds=3),
+        # cross_head's quick search since 2026-12-06: only configurations some MHA matches in cost, 12 seed repeats
+        # in two looks of 6
+        Strategy(
+            "matchable, repeats in two looks of 6: random untried in the band, ASHA per family",
+            replace(_IN_BAND_WITH_ASHA, matchable=True),
+            interim_seeds=6,
+        ),
     )
 }

@@ -47,11 +47,21 @@ from benchmarks.truth.skill import (
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
 from benchmarks.truth.strategies import STRATEGIES
 from benchmarks.truth.summaries import paired, summary
-from benchmarks.truth.table import CURVE_PREFIX, Table, TableError, load, provenance_of, rows_of, table_path, write
+from benchmarks.truth.table import (
+    CURVE_PREFIX,
+    TABLE_PRESET,
+    Table,
+    TableError,
+    load,
+    provenance_of,
+    rows_of,
+    table_path,
+    write,
+)
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
 from storage import record
-from studies.catalogue import LRA_SHARING
-from studies.catalogue.schema import choices
+from studies.catalogue import LRA_SHARING, STUDIES
+from studies.catalogue.schema import Preset, choices
 from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 from studies.engine.family_sampler import family_configurations
 from studies.engine.study_space import preset_space
@@ -700,29 +710,51 @@ def test_the_costs_a_search_in_the_band_draws_by_are_the_flops_the_table_s_trial
     assert compared == len(recorded) == 136  # every searched configuration of the quick space
 
 
-def test_the_default_search_is_a_replayed_strategy_and_its_recorded_reliability_recomputes_from_the_replays() -> None:
-    quick = LRA_SHARING.preset("quick")
-    measured = quick.reliability
-    name = next(name for name, strategy in STRATEGIES.items() if strategy.search == quick.search)
-    assert name == DEFAULT
-    replays = pd.read_csv(replays_path(COMMITTED))
+TABLED = [name for name, study in STUDIES.items() if TABLE_PRESET in study.presets]
+
+
+def replayed_protocol(quick: Preset) -> str:
+    """The strategy that searches and repeats as ``quick`` does (the test below: exactly one)."""
+    replayed = [label for label, strategy in STRATEGIES.items() if strategy.preset(quick) == quick]
+    assert len(replayed) == 1, (quick.search, quick.interim_seeds, replayed)
+    return replayed[0]
+
+
+@pytest.mark.parametrize("name", TABLED)
+def test_every_tabled_study_replays_its_quick_presets_own_protocol(name: str) -> None:
+    """A study whose truth table can score its quick preset has a strategy that searches and repeats as that preset
+    does: its reliability is measured on the protocol a run executes, not a neighbour's."""
+    replayed_protocol(STUDIES[name].preset("quick"))
+
+
+@pytest.mark.parametrize("name", [name for name in TABLED if STUDIES[name].preset("quick").reliability is not None])
+def test_a_quick_presets_recorded_reliability_recomputes_from_its_committed_replays(name: str) -> None:
+    quick = STUDIES[name].preset("quick")
+    measured, strategy = quick.reliability, replayed_protocol(quick)
+    committed = table_path(STUDIES[name].store_name("table"))
+    replays = pd.read_csv(replays_path(committed))
     kept = replays[
         (replays["trials"] == measured.trials)
         & (replays["repeat_seeds"] == quick.repeat_seeds)
-        & (replays["table"] == table_version(COMMITTED))
+        & (replays["table"] == table_version(committed))
         & (replays["scheme"] == SCHEME)
     ]
-    right = {who: kept[kept["strategy"] == who].set_index("seed")["right"].astype(bool) for who in (name, NO_SEARCH)}
-    assert len(right[name]) == measured.replays and right[name].index.equals(right[NO_SEARCH].index)
-    share = float(right[name].mean())
+    right = {who: kept[kept["strategy"] == who].set_index("seed")["right"].astype(bool) for who in (strategy, NO_SEARCH)}
+    assert len(right[strategy]) == measured.replays and right[strategy].index.equals(right[NO_SEARCH].index)
+    share = float(right[strategy].mean())
     assert measured.right == pytest.approx((share, *wilson_interval(share, measured.replays)), abs=5e-4)
     assert measured.no_search == pytest.approx(float(right[NO_SEARCH].mean()), abs=5e-4)
-    mine, theirs = right[name].to_numpy(), right[NO_SEARCH].to_numpy()
+    mine, theirs = right[strategy].to_numpy(), right[NO_SEARCH].to_numpy()
     assert measured.skill == pytest.approx((skill(mine.mean(), theirs.mean()), *skill_interval(mine, theirs)), abs=5e-3)
-    ours = kept[kept["strategy"] == name]
-    decides, wrong, covers = (ours[f"{what}: DAMCHA (cross)"].astype(bool).mean() for what in ("decides", "wrong", "covers"))
-    said = f"decides it in {decides:.0%} of replays, wrongly in {wrong:.0%}, and its interval covers"
-    assert said in measured.cannot_tell and f"in {covers:.0%}" in measured.cannot_tell
+    # every open comparison the sentence names, with the replays' own shares of it
+    ours = kept[kept["strategy"] == strategy]
+    compared = [column.removeprefix("covers: ") for column in ours.columns if column.startswith("covers: ")]
+    shares = {
+        label: tuple(int(f"{ours[f'{what}: {label}'].astype(bool).mean():.0%}"[:-1]) for what in ("decides", "wrong", "covers"))
+        for label in compared
+    }
+    said = re.findall(r"decides it in (\d+)% of replays, wrongly in (\d+)%, .*? in (\d+)%", measured.cannot_tell)
+    assert said and all(tuple(map(int, figures)) in shares.values() for figures in said), (said, shares)
 
 
 def test_seed_repeats_in_two_looks_continue_exactly_the_comparisons_the_first_left_open(committed: Table) -> None:

@@ -153,7 +153,7 @@ def test_a_run_says_how_often_its_preset_reaches_the_truth_or_that_it_is_not_mea
     assert "repeats 8 fresh seeds where the replays repeated 6" in more_seeds
     assert "not measured for this run" in reliability_line(check_options(study, RunOptions(fix={"num_heads": 4})))
     assert reliability_line(check_options(study, RunOptions(preset="smoke"))) == PLUMBING_CHECK
-    assert reliability_line(check_options(get_study("cross_head"), RunOptions())) == NOT_MEASURED
+    assert reliability_line(check_options(get_study("recall_heads"), RunOptions())) == NOT_MEASURED  # no table
 
 
 def test_a_trial_without_a_gpu_trains_on_the_cpu() -> None:
