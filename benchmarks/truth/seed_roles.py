@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from benchmarks.truth.table import Table
+from benchmarks.truth.table import Table, TableError
 from storage import record
 from studies.catalogue.schema import Preset
 
@@ -61,14 +61,14 @@ def seed_pool(table: Table, repeats: int) -> SeedPool:
     """The seeds ``table``'s replays draw from (``SeedPool``), ``repeats`` judging seeds each where it allows.
 
     Raises:
-        ValueError: a table whose configurations share no seed, or share only one.
+        TableError: a table whose configurations share no seed, or share only one.
     """
     seeds_of: dict[tuple, set[int]] = {}
     for row in table.rows.to_dict("records"):
         seeds_of.setdefault(table.configuration_of(row), set()).add(int(row[record.SEED_INDEX]))
     common = set.intersection(*seeds_of.values()) if seeds_of else set()
     if len(common) < 2:
-        raise ValueError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")
+        raise TableError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")
     most = max(len(seeds) for seeds in seeds_of.values())
     deciding = set.intersection(*(seeds for seeds in seeds_of.values() if len(seeds) == most))
     keep = min(2, len(common) - 1) if deciding != common else 1  # two where some configuration has common seeds alone

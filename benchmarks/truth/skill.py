@@ -36,7 +36,7 @@ import pandas as pd
 from benchmarks.truth.crossfit import OutOfSample, cross_fitted_verdict, out_of_sample, split_configurations
 from benchmarks.truth.scoring import agreement
 from benchmarks.truth.seed_roles import judging_roles
-from benchmarks.truth.table import Table
+from benchmarks.truth.table import Table, TableError
 from benchmarks.truth.truth import families, truth_frame
 from search_space.knobs import TRAINING_KNOBS
 from storage import record
@@ -137,7 +137,8 @@ def no_search_verdict(
         recipe: The training knobs' values it keeps (``recipe_of``); a named point keeps its own.
 
     Raises:
-        ValueError: no baseline configuration holds every judging seed within the reference's band.
+        TableError: no baseline configuration holds every judging seed within the reference's band (a table whose
+            build has not finished: its deciding configurations train their extra seeds pass by pass).
     """
     judging = judging_roles(table, repeats, seed).judging
     rng = np.random.default_rng([seed, 2])
@@ -148,7 +149,11 @@ def no_search_verdict(
     baselines = judged[judged["baseline"].astype(bool)]
     baselines = baselines[[matched(flops / reference) for flops in baselines[record.FLOPS]]]
     if baselines.empty:
-        raise ValueError("no baseline configuration holds the judging seeds within the cost band of the truth's reference")
+        raise TableError(
+            f"no baseline configuration holds the judging seeds {sorted(judging)} within the cost band of the truth's "
+            "reference: the configurations with the most seeds include none. A table whose build has not finished "
+            "trains its deciding configurations' extra seeds pass by pass: finish it (python -m benchmarks.truth.build)"
+        )
     baseline = baselines.iloc[rng.integers(len(baselines))]
     near = judged[[matched(flops / baseline[record.FLOPS]) for flops in judged[record.FLOPS]]]
     picks = [baseline]
