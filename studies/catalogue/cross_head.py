@@ -11,6 +11,7 @@ from search_space.knobs import KNOBS, RULES
 from search_space.space import SearchSpace
 from studies.catalogue.families import ACCURACY_AND_FLOPS, AUTHORS, CROSS_HEAD_FAMILIES, DAMCHA_FAMILIES, MHA
 from studies.catalogue.lra_sharing import LRA_SHARING
+from studies.catalogue.reliability import Reliability
 from studies.catalogue.schema import DecidingSeeds, Preset, Study, choices
 from studies.catalogue.search_strategy import Search
 
@@ -54,6 +55,24 @@ QUICK = Preset(
     # 1.6 points: the rivals' paired SD against MHA in the pilot on this task (Talking-Heads 0.2, DCMHA 1.8,
     # DAMCHA (cross) 1.6: python -m benchmarks.task_pilot --summary)
     paired_deviation=0.016,
+    reliability=Reliability(
+        trials=32,
+        replays=600,
+        right=(0.0367, 0.0243, 0.0549),
+        no_search=0.0367,
+        skill=(0.00, -0.02, 0.02),
+        cannot_tell=(
+            "whether DCMHA trails MHA at matched cost: a study decides it in 31% of replays, wrongly in 19%, and its "
+            "interval covers the truth's out-of-sample gap (-1.0 points) in 69%; nor, in most studies, the truth's answer "
+            "for DAMCHA (cross) (worse: answered alike in 19%), MoA (worse: 33%), Talking-Heads (the same: 40%) or "
+            "collaborative MHA (the same: 59%), which turn on the pair a study compares (a rival at D=64 against MHA at D=48 in "
+            "the same cost band, say)"
+        ),
+        how=(
+            "2026-12-07 on the 15-seed truth, cross-fitted (selected on seeds 0-2, judged on 3-14), each replay judged on "
+            "12 seeds of its own"
+        ),
+    ),
 )
 
 CROSS_HEAD = Study(
