@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmarks.truth.replay import Strategy
+from studies.catalogue.schema import Preset
 from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 
 # The default search since 2026-12-04, replayed with one look of seed repeats and with two.
@@ -81,3 +82,15 @@ STRATEGIES = {
         ),
     )
 }
+
+
+def protocol_of(quick: Preset) -> str:
+    """The name of the one strategy that searches and repeats as ``quick`` does.
+
+    Raises:
+        ValueError: No strategy, or more than one, does.
+    """
+    replayed = [name for name, strategy in STRATEGIES.items() if strategy.preset(quick) == quick]
+    if len(replayed) != 1:
+        raise ValueError(f"{len(replayed)} strategies search and repeat as this quick preset does ({quick.search}): {replayed}")
+    return replayed[0]

@@ -6,6 +6,7 @@ import math
 import re
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from benchmarks.truth.build import import_rows
 from benchmarks.truth.build import main as build_main
 from benchmarks.truth.compare import SCHEME, main, run_replays
 from benchmarks.truth.crossfit import OutOfSample, cross_fitted_verdict, out_of_sample, seed_sets, split_configurations
+from benchmarks.truth.picks import NOT_MATCHED, baseline_of, best_baseline, picks, report
 from benchmarks.truth.replay import Strategy, replay
 from benchmarks.truth.replays_file import ReplaysBusyError, replays_path, table_version
 from benchmarks.truth.scoring import (
@@ -45,7 +47,7 @@ from benchmarks.truth.skill import (
     skill_interval,
 )
 from benchmarks.truth.stability import seed_strata, stability, with_seeds
-from benchmarks.truth.strategies import STRATEGIES
+from benchmarks.truth.strategies import STRATEGIES, protocol_of
 from benchmarks.truth.summaries import paired, summary
 from benchmarks.truth.table import (
     CURVE_PREFIX,
@@ -61,7 +63,7 @@ from benchmarks.truth.table import (
 from benchmarks.truth.truth import configurations, knob_effects, point_truths, true_fronts, true_verdict
 from storage import record
 from studies.catalogue import LRA_SHARING, STUDIES
-from studies.catalogue.schema import Preset, choices
+from studies.catalogue.schema import choices
 from studies.catalogue.search_strategy import NSGA2_WITH_ASHA, Search
 from studies.engine.family_sampler import family_configurations
 from studies.engine.study_space import preset_space
@@ -727,24 +729,43 @@ def test_the_costs_a_search_in_the_band_draws_by_are_the_flops_the_table_s_trial
 TABLED = [name for name, study in STUDIES.items() if TABLE_PRESET in study.presets]
 
 
-def replayed_protocol(quick: Preset) -> str:
-    """The strategy that searches and repeats as ``quick`` does (the test below: exactly one)."""
-    replayed = [label for label, strategy in STRATEGIES.items() if strategy.preset(quick) == quick]
-    assert len(replayed) == 1, (quick.search, quick.interim_seeds, replayed)
-    return replayed[0]
-
-
 @pytest.mark.parametrize("name", TABLED)
 def test_every_tabled_study_replays_its_quick_presets_own_protocol(name: str) -> None:
     """A study whose truth table can score its quick preset has a strategy that searches and repeats as that preset
     does: its reliability is measured on the protocol a run executes, not a neighbour's."""
-    replayed_protocol(STUDIES[name].preset("quick"))
+    quick = STUDIES[name].preset("quick")
+    assert STRATEGIES[protocol_of(quick)].preset(quick) == quick
+    with pytest.raises(ValueError, match="0 strategies"):
+        protocol_of(replace(quick, interim_seeds=5))  # a protocol no strategy replays
+
+
+def test_picks_counts_each_comparisons_baseline_and_answer_as_each_replays_verdict_reads_them() -> None:
+    """``benchmarks.truth.picks`` tells what replayed studies compared: for each, its best baseline once, and every
+    comparison's baseline configuration (flagged where not matched in cost) with the answer given against it."""
+    definition = STUDIES["cross_head"]
+    quick = definition.preset("quick")
+    table = load(table_path(definition.store_name("table")))
+    preset, strategy = replay_preset(quick, table), protocol_of(quick)
+    counted = picks(definition, preset, table, strategy, range(3))
+    headlines = [replay(definition, preset, table, STRATEGIES[strategy], seed).headline for seed in range(3)]
+    assert counted.best == Counter(best_baseline(headline, table.knobs) for headline in headlines)
+    assert "" not in counted.best and sum(counted.best.values()) == 3  # every study compared something with its best MHA
+    for headline in headlines:
+        for comparison in headline.comparisons:
+            assert counted.compared[comparison.family][baseline_of(comparison, table.knobs), comparison.answer] >= 1
+            assert comparison.pairing.matched != baseline_of(comparison, table.knobs).endswith(NOT_MATCHED)
+    assert all(sum(answers.values()) == 3 for answers in counted.compared.values())  # each comparison once a study
+    truths = best_baseline(cross_fitted_verdict(table), table.knobs)
+    lines = report(counted, cross_fitted_verdict(table), table.knobs, 3)
+    marked = [line for line in lines[1 : len(counted.best) + 1] if line.startswith("  * ")]
+    assert [line.endswith(truths) for line in marked] == ([True] if truths in counted.best else [])
+    assert "Talking-Heads (the truth: same against d_model=64 num_heads=2 learning_rate=0.001)" in "\n".join(lines)
 
 
 @pytest.mark.parametrize("name", [name for name in TABLED if STUDIES[name].preset("quick").reliability is not None])
 def test_a_quick_presets_recorded_reliability_recomputes_from_its_committed_replays(name: str) -> None:
     quick = STUDIES[name].preset("quick")
-    measured, strategy = quick.reliability, replayed_protocol(quick)
+    measured, strategy = quick.reliability, protocol_of(quick)
     committed = table_path(STUDIES[name].store_name("table"))
     replays = pd.read_csv(replays_path(committed))
     kept = replays[
