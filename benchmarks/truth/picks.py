@@ -77,7 +77,18 @@ class Picks:
 
 
 def picks(definition: Study, preset: Preset, table: Table, strategy: str, seeds: range) -> Picks:
-    """Replay ``seeds`` of ``strategy`` and count what their verdicts compare."""
+    """Replay studies and count what their verdicts compare.
+
+    Args:
+        definition: The study replayed.
+        preset: Its budget (``replay_preset``: repeats within the table's seeds).
+        table: Its truth table.
+        strategy: The name of the strategy replayed (``STRATEGIES``).
+        seeds: The study seeds replayed.
+
+    Returns:
+        The counts (``Picks``).
+    """
     counted = Picks()
     for seed in seeds:
         counted.add(replay(definition, preset, table, STRATEGIES[strategy], seed).headline, table.knobs)
@@ -85,8 +96,18 @@ def picks(definition: Study, preset: Preset, table: Table, strategy: str, seeds:
 
 
 def report(counted: Picks, truth: Headline, knobs: list[str], studies: int) -> list[str]:
-    """The lines ``main`` prints: the best baselines, then each comparison's baselines and answers."""
-    share = lambda count: f"{count / studies:6.1%}"  # noqa: E731
+    """The lines ``main`` prints: the best baselines, then each comparison's baselines and answers.
+
+    Args:
+        counted: What the replays compared.
+        truth: The verdict whose pairs are marked (the cross-fitted truth's).
+        knobs: The table's knobs, to name configurations.
+        studies: How many studies were counted.
+    """
+
+    def share(count: int) -> str:
+        return f"{count / studies:6.1%}"
+
     truths = best_baseline(truth, knobs)
     lines = ["best baseline configuration (share of studies; * the cross-fitted truth's):"]
     lines += [f"  {'*' if words == truths else ' '} {share(n)}  {words or '(none)'}" for words, n in counted.best.most_common()]
