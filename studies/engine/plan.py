@@ -20,6 +20,7 @@ from storage import masked_url, open_storage, parse_storage_url, record, sqlite_
 from studies.catalogue.schema import Preset, Study
 from studies.engine.errors import StudyOptionError
 from studies.engine.options import CheckedRun, RunOptions, check_local_resources, check_options
+from studies.engine.optuna_study import reliability_line
 from studies.engine.queue import queued, trials_counted
 from studies.engine.ray_address import LOCAL_ADDRESS
 from studies.engine.repeats import fewest_repeats, most_repeats
@@ -219,8 +220,8 @@ def plan(study: Study, options: RunOptions) -> Plan:
         options: The run's options (checked as the run checks them).
 
     Returns:
-        The plan: the store, the data, each family's configurations and trials, the seed repeats,
-        each family's measured largest and smallest configuration, the estimated wall time here
+        The plan: the store, the data, each family's configurations and trials, the seed repeats, how sure
+        its answer will be, each family's measured largest and smallest configuration, the estimated wall time here
         and, for a preset that trains on GPUs, device-hours and each family's peak memory.
 
     Raises:
@@ -273,6 +274,8 @@ def plan(study: Study, options: RunOptions) -> Plan:
         lines.append("seed repeats: none (--repeat-seeds 0): the verdict compares search runs, uncorrected for selection")
     if baseline is not None and run.repeat_seeds and not preset.exhaustive_seeds:
         lines.append(_detectable_line(study, preset, baseline, run.repeat_seeds))
+    if not preset.exhaustive_seeds:
+        lines.append(reliability_line(run))  # how sure its answer will be, before the run is paid for
 
     torch.set_num_threads(max(1, min(int(run.resources.cpus), os.cpu_count() or 1)))  # a trial's threads, no more than here
     if run.resources.gpus:  # trained on GPUs: this CPU's times say nothing; the memory a step needs does

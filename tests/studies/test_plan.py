@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 
 from studies.catalogue import LRA_SHARING, get_study
+from studies.catalogue.reliability import NOT_MEASURED
 from studies.catalogue.schema import choices
 from studies.engine.options import RunOptions
 from studies.engine.plan import plan
@@ -89,6 +90,8 @@ def test_every_rival_in_cross_head_s_quick_space_has_configurations_at_the_basel
         "seeds at the paired SD measured on this task (1.6 points): 2.0 points where its Holm-adjusted p is the smallest "
         "of the 8, 1.4 where it is the largest"
     ) in text
+    # and how sure that answer will be, as the run will print it, before it is paid for
+    assert study.preset("quick").reliability.sentence(32) in text
 
 
 def test_recall_heads_quick_plan_shows_its_seeds_cannot_decide_as_its_question_says(tmp_path: Path) -> None:
@@ -101,6 +104,7 @@ def test_recall_heads_quick_plan_shows_its_seeds_cannot_decide_as_its_question_s
     )
     assert found and float(found[2]) > 100
     assert "which designs start to recall" in study.summary
+    assert NOT_MEASURED in text  # no truth table covers it
 
 
 def test_a_plan_says_which_families_have_no_configuration_at_the_baseline_s_cost(tmp_path: Path) -> None:
