@@ -205,12 +205,21 @@ def processes_naming(text: str) -> set[int]:
     return pids | {pid for root in pids for pid, _ in descendants(root)}
 
 
+def head_address_marker(folder: str) -> str | None:
+    """What the command line of a head's Ray Client server holds (``--address=`` the head's address, read from the
+    address file in the head's folder), or None where ``folder`` holds no head."""
+    recorded = Path(folder) / "ray" / "ray_current_cluster"
+    return f"--address={recorded.read_text().strip()}" if recorded.is_file() else None
+
+
 def stop_ray_node(text: str, *, at_once: bool = False) -> None:
     """Stop the processes of ``start_ray_node``'s nodes by their pids (SIGTERM, then SIGKILL; ``at_once``: SIGKILL
-    alone, as when a machine is lost): a head's folder names all its cluster's processes on this machine, a
-    worker node's ``marker`` its own."""
+    alone, as when a machine is lost): a head's folder names all its cluster's processes on this machine but its
+    Ray Client server, which names the head's address instead (``head_address_marker``); a worker node's
+    ``marker`` names its own."""
+    texts = [text, *filter(None, [head_address_marker(text)])]
     for sig in (signal.SIGKILL,) if at_once else (signal.SIGTERM, signal.SIGKILL):
-        for pid in processes_naming(text) - {os.getpid()}:
+        for pid in set().union(*map(processes_naming, texts)) - {os.getpid()}:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:

@@ -180,3 +180,22 @@ def test_a_cluster_that_refuses_the_driver_s_token_is_refused_within_seconds(tmp
     finally:
         stop_ray_node(folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_stopping_a_head_stops_its_ray_client_server_too(tmp_path: Path) -> None:
+    """A head's Ray Client server is started detached, and its command line names the head's address, not the
+    head's folder: stopping the head by its folder must find it too, or it outlives the tests."""
+    import shutil
+    import tempfile
+
+    from tests.processes import head_address_marker, processes_naming, start_ray_node, stop_ray_node
+
+    folder = tempfile.mkdtemp(prefix="ray-stop-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    try:
+        head = start_ray_node(folder, tmp_path / "start.log")
+        client = processes_naming(f"--address={head['address']}") - processes_naming(folder)
+        assert client and head_address_marker(folder) == f"--address={head['address']}"  # only its address names it
+    finally:
+        stop_ray_node(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not processes_naming(f"--address={head['address']}") and not processes_naming(folder)
