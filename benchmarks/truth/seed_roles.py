@@ -61,7 +61,8 @@ def seed_pool(table: Table, repeats: int) -> SeedPool:
     """The seeds ``table``'s replays draw from (``SeedPool``), ``repeats`` judging seeds each where it allows.
 
     Raises:
-        TableError: a table whose configurations share no seed, or share only one.
+        TableError: a table whose configurations share no seed, or share only one; or one whose build has not
+            finished (a configuration with more seeds than the common ones but not every deciding one).
     """
     seeds_of: dict[tuple, set[int]] = {}
     for row in table.rows.to_dict("records"):
@@ -71,6 +72,16 @@ def seed_pool(table: Table, repeats: int) -> SeedPool:
         raise TableError("the table's configurations share fewer than two seeds: a replay cannot search and judge on it")
     most = max(len(seeds) for seeds in seeds_of.values())
     deciding = set.intersection(*(seeds for seeds in seeds_of.values() if len(seeds) == most))
+    # A build trains the deciding configurations' extra seeds pass by pass: until it ends, the configurations a seed
+    # ahead are the deciding ones and the rest hold none of their judging seeds. Refused here, before a replay is kept.
+    unfinished = [seeds for seeds in seeds_of.values() if seeds not in (common, deciding)]
+    if unfinished:
+        counts = ", ".join(str(n) for n in sorted({len(seeds) for seeds in unfinished}))
+        raise TableError(
+            f"{len(unfinished)} of its {len(seeds_of)} configurations have {counts} seeds, neither the {len(common)} every "
+            f"configuration has nor the {len(deciding)} of the ones with the most: a table whose build has not finished "
+            "(it trains the deciding configurations' extra seeds pass by pass); finish it (python -m benchmarks.truth.build)"
+        )
     keep = min(2, len(common) - 1) if deciding != common else 1  # two where some configuration has common seeds alone
     return SeedPool(tuple(sorted(common)), tuple(sorted(deciding)), min(repeats, len(deciding) - keep), keep)
 

@@ -137,8 +137,8 @@ def no_search_verdict(
         recipe: The training knobs' values it keeps (``recipe_of``); a named point keeps its own.
 
     Raises:
-        TableError: no baseline configuration holds every judging seed within the reference's band (a table whose
-            build has not finished: its deciding configurations train their extra seeds pass by pass).
+        TableError: no baseline configuration at the recipe holds every judging seed within the reference's band
+            (a table whose deciding configurations include none).
     """
     judging = judging_roles(table, repeats, seed).judging
     rng = np.random.default_rng([seed, 2])
@@ -150,9 +150,9 @@ def no_search_verdict(
     baselines = baselines[[matched(flops / reference) for flops in baselines[record.FLOPS]]]
     if baselines.empty:
         raise TableError(
-            f"no baseline configuration holds the judging seeds {sorted(judging)} within the cost band of the truth's "
-            "reference: the configurations with the most seeds include none. A table whose build has not finished "
-            "trains its deciding configurations' extra seeds pass by pass: finish it (python -m benchmarks.truth.build)"
+            f"no baseline configuration at the recipe {dict(recipe)} holds the judging seeds {sorted(judging)} within the "
+            "cost band of the truth's reference: the configurations with the most seeds include none, so a study that "
+            "searches nothing has no baseline to be scored with; build the table with them among its deciding ones"
         )
     baseline = baselines.iloc[rng.integers(len(baselines))]
     near = judged[[matched(flops / baseline[record.FLOPS]) for flops in judged[record.FLOPS]]]

@@ -643,14 +643,17 @@ def test_a_table_mid_build_is_refused_in_a_sentence_that_says_to_finish_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A build trains the deciding seeds pass by pass: one configuration a seed ahead of the rest is the only one
-    with the most seeds, and no MHA holds the judging seeds a replay draws from them."""
+    with the most seeds, and the 43 other deciding ones hold neither those nor the common seeds alone. Refused
+    before the first replay, which would have rewritten the replays file for a table it then refuses."""
     copy = _committed_copy(tmp_path)
     rows = pd.read_csv(copy)
     ahead = rows[(rows["family"] != "MHA") & (rows["seed_index"] == rows["seed_index"].max())].iloc[[0]]
     pd.concat([rows, ahead.assign(seed_index=ahead["seed_index"] + 1)]).to_csv(copy, index=False)
+    kept = replays_path(copy).read_bytes()
     assert main(["--table", str(copy), "--replays", "1", "--only", DEFAULT, "--workers", "1"]) == 2
     error = capsys.readouterr().err
-    assert "no baseline configuration holds the judging seeds" in error and "finish it" in error  # a sentence, exit 2
+    assert "43 of its 140 configurations have 9 seeds" in error and "finish it" in error  # a sentence, exit 2
+    assert replays_path(copy).read_bytes() == kept  # refused before a replay: the replays of the whole table are kept
 
 
 def test_a_strategy_of_another_budget_is_paired_seed_by_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
