@@ -15,7 +15,8 @@ written as it ends, with its budget (trials, repeat seeds), the table's content 
 (``SCHEME``): re-running the same command replays only what that file lacks for the table as it is now
 (a table that grew, or rows of an earlier scheme, are replayed afresh). Beside every strategy's replays,
 the two reference protocols' of the same study seeds (``benchmarks.truth.skill``: no search, always
-abstain), as rows of their own.
+abstain), as rows of their own; they search nothing, so a study seed's row at one search budget is copied to
+another of the same repeat seeds, not replayed again.
 
 Every row is scored against the cross-fitted truth (``benchmarks.truth.skill.Referee``). The summary gives,
 per strategy: how often it is right (every comparison the truth decides decided alike, none the truth leaves
@@ -190,6 +191,21 @@ def run_replays(
         budget = (preset.trials, preset.repeat_seeds)
         have = {(row["strategy"], int(row["trials"]), int(row["repeat_seeds"]), int(row["seed"])) for row in rows}
         names = [*names, *(name for name in REFERENCES if name not in names)]  # the references beside every strategy
+        # The references search nothing: a study seed's reference row at another search budget with the same repeats
+        # is this budget's, copied rather than replayed again.
+        searchless = {
+            (row["strategy"], int(row["seed"])): row
+            for row in rows
+            if row["strategy"] in REFERENCES and int(row["repeat_seeds"]) == preset.repeat_seeds
+        }
+        copied = [
+            searchless[name, seed] | {"trials": preset.trials}
+            for name in REFERENCES
+            for seed in range(first_seed, first_seed + replays)
+            if (name, *budget, seed) not in have and (name, seed) in searchless
+        ]
+        rows += copied
+        have |= {(row["strategy"], *budget, int(row["seed"])) for row in copied}
         wanted = [
             (name, seed)
             for name in names
@@ -201,13 +217,15 @@ def run_replays(
         known = [*STRATEGIES, *REFERENCES, *(row["strategy"] for row in rows)]
         order = {name: rank for rank, name in enumerate(dict.fromkeys(known))}
 
-        def keep(row: dict[str, object]) -> None:
-            rows.append(row)
+        def keep(row: dict[str, object] | None = None) -> None:
+            rows.extend([row] if row is not None else [])
             rows.sort(
                 key=lambda kept: (order[str(kept["strategy"])], int(kept["trials"]), int(kept["repeat_seeds"]), int(kept["seed"]))
             )
             write_atomically(path, pd.DataFrame(rows).to_csv(index=False))
 
+        if copied:
+            keep()
         if workers <= 1 or len(wanted) <= 1:
             _start_worker(replaying)
             for name, seed in wanted:

@@ -553,6 +553,10 @@ def test_replays_are_kept_and_redone_only_for_a_table_that_changed(committed: Ta
     assert of(again, name)["replay_seconds"].tolist()[:2] == of(kept, name)["replay_seconds"].tolist()
     larger = run_replays(path, [name], 1, definition, replace(preset, trials=12))  # another budget: kept apart
     assert larger["trials"].tolist() == [12] * 3 and len(pd.read_csv(replays_path(path))) == 12
+    searchless = [NO_SEARCH, ABSTAIN]  # the references' rows of seed 0 copied from the budget of 9 trials, not replayed
+    at_9 = again[again["strategy"].isin(searchless) & again["seed"].eq(0)].drop(columns="trials").reset_index(drop=True)
+    at_12 = larger[larger["strategy"].isin(searchless)].drop(columns="trials").reset_index(drop=True)
+    pd.testing.assert_frame_equal(at_12, at_9, check_dtype=False)
     assert first["repeat_seeds"].iloc[0] > 1
     fewer = run_replays(path, [name], 1, definition, replace(preset, repeat_seeds=1))  # fewer repeats: kept apart too
     assert fewer["repeat_seeds"].tolist() == [1] * 3 and len(pd.read_csv(replays_path(path))) == 15
