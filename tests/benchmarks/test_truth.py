@@ -222,7 +222,7 @@ def test_the_referee_s_commands_check_their_arguments_before_any_work(
 
 def test_a_study_s_committed_table_is_read_by_naming_the_study(capsys: pytest.CaptureFixture[str]) -> None:
     assert truth_main(["--study", "cross_head", "--resamples", "0"]) == 0
-    assert capsys.readouterr().out.startswith("cross_head-table-v5.csv: ")
+    assert capsys.readouterr().out.startswith("cross_head-table-v6.csv: ")
 
 
 def test_the_committed_table_holds_what_its_columns_say(committed: Table) -> None:
