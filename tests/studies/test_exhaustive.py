@@ -177,7 +177,7 @@ def test_cross_head_s_deciding_configurations_are_those_a_matched_comparison_can
     families = Counter(label for label, point, _ in extra if point is None)
     assert families == Counter(
         {
-            "MHA": 8,
+            "MHA": 4,
             "DAMCHA (paper)": 4,
             "DAMCHA (cross)": 6,
             "Talking-Heads": 2,
